@@ -1,0 +1,237 @@
+//! The `$_SERVER` a request gets: what nginx passes to php-fpm with
+//! Debian's `snippets/fastcgi-php.conf` (and so `fastcgi.conf`), for a
+//! front controller, plus what PHP itself adds.
+
+use std::net::SocketAddr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::{Bytes, BytesMut};
+use hearth_proto::php::PhpArray;
+use http::request::Parts;
+use http::Version;
+
+/// Where the worker script sits, as a web server would describe it.
+#[derive(Debug, Clone)]
+pub struct Script {
+    /// `SCRIPT_FILENAME`: the script's absolute path.
+    pub filename: String,
+    /// `SCRIPT_NAME`, `DOCUMENT_URI`, `PHP_SELF`: its path under the
+    /// document root, starting with `/`.
+    pub name: String,
+    /// `DOCUMENT_ROOT`.
+    pub document_root: String,
+}
+
+/// Per-connection values, computed once when the connection is accepted.
+#[derive(Debug)]
+pub(crate) struct Connection {
+    remote_addr: String,
+    remote_port: String,
+    server_addr: String,
+    server_port: String,
+    https: bool,
+}
+
+impl Connection {
+    pub fn new(remote: SocketAddr, local: SocketAddr, https: bool) -> Connection {
+        Connection {
+            remote_addr: ip_text(&remote),
+            remote_port: remote.port().to_string(),
+            server_addr: ip_text(&local),
+            server_port: local.port().to_string(),
+            https,
+        }
+    }
+}
+
+fn ip_text(addr: &SocketAddr) -> String {
+    match addr {
+        SocketAddr::V4(a) => a.ip().to_string(),
+        SocketAddr::V6(a) => match a.ip().to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => a.ip().to_string(),
+        },
+    }
+}
+
+/// Server-wide values.
+#[derive(Debug, Clone)]
+pub(crate) struct ServerInfo {
+    pub script: Script,
+    pub server_name: String,
+    pub server_software: String,
+}
+
+/// Serializes the request's `$_SERVER`.
+///
+/// `body_len` is the length of the body Hearth received (it is the
+/// `CONTENT_LENGTH` PHP sees, also for chunked requests), `None` without one.
+pub(crate) fn server_vars(
+    parts: &Parts,
+    conn: &Connection,
+    server: &ServerInfo,
+    body_len: Option<usize>,
+    now: SystemTime,
+) -> Bytes {
+    let mut vars = PhpArray::with_capacity(1536);
+    let uri = &parts.uri;
+    let query = uri.query().unwrap_or("");
+    let request_uri = uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let content_type = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .map_or(&b""[..], |v| v.as_bytes());
+    let content_length = match body_len {
+        Some(n) => n.to_string(),
+        None => parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned(),
+    };
+    let script = &server.script;
+    vars.str(b"PATH_INFO", b"")
+        .str(b"SCRIPT_FILENAME", script.filename.as_bytes())
+        .str(b"QUERY_STRING", query.as_bytes())
+        .str(b"REQUEST_METHOD", parts.method.as_str().as_bytes())
+        .str(b"CONTENT_TYPE", content_type)
+        .str(b"CONTENT_LENGTH", content_length.as_bytes())
+        .str(b"SCRIPT_NAME", script.name.as_bytes())
+        .str(b"REQUEST_URI", request_uri.as_bytes())
+        .str(b"DOCUMENT_URI", script.name.as_bytes())
+        .str(b"DOCUMENT_ROOT", script.document_root.as_bytes())
+        .str(b"SERVER_PROTOCOL", protocol(parts.version))
+        .str(b"REQUEST_SCHEME", if conn.https { b"https" } else { b"http" });
+    if conn.https {
+        vars.str(b"HTTPS", b"on");
+    }
+    vars.str(b"GATEWAY_INTERFACE", b"CGI/1.1")
+        .str(b"SERVER_SOFTWARE", server.server_software.as_bytes())
+        .str(b"REMOTE_ADDR", conn.remote_addr.as_bytes())
+        .str(b"REMOTE_PORT", conn.remote_port.as_bytes())
+        .str(b"SERVER_ADDR", conn.server_addr.as_bytes())
+        .str(b"SERVER_PORT", conn.server_port.as_bytes())
+        .str(b"SERVER_NAME", server.server_name.as_bytes())
+        .str(b"REDIRECT_STATUS", b"200");
+    headers(&mut vars, parts);
+    let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let micros = since_epoch.as_micros() as f64 / 1_000_000.0;
+    vars.str(b"PHP_SELF", script.name.as_bytes())
+        .float(b"REQUEST_TIME_FLOAT", micros)
+        .int(b"REQUEST_TIME", since_epoch.as_secs() as i64);
+    let mut out = BytesMut::with_capacity(vars.len() * 48 + 64);
+    vars.finish(&mut out);
+    out.freeze()
+}
+
+fn protocol(version: Version) -> &'static [u8] {
+    match version {
+        Version::HTTP_10 => b"HTTP/1.0",
+        Version::HTTP_2 => b"HTTP/2.0",
+        Version::HTTP_09 => b"HTTP/0.9",
+        _ => b"HTTP/1.1",
+    }
+}
+
+/// `HTTP_*` for each request header, as nginx passes them: names upper-cased
+/// with `-` turned into `_`; headers whose names hold anything but letters,
+/// digits and `-` are dropped (nginx's `ignore_invalid_headers`), so
+/// `X_Forwarded_For` cannot pose as `X-Forwarded-For`. `Proxy` is dropped
+/// too (httpoxy: it would become `HTTP_PROXY`, which HTTP clients read as
+/// their proxy setting). Repeated headers are joined, cookies with "; ".
+fn headers(vars: &mut PhpArray, parts: &Parts) {
+    let mut key = Vec::with_capacity(64);
+    let mut joined = Vec::new();
+    for name in parts.headers.keys() {
+        let name = name.as_str();
+        if name == "proxy" || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+            continue;
+        }
+        key.clear();
+        key.extend_from_slice(b"HTTP_");
+        key.extend(name.bytes().map(|b| if b == b'-' { b'_' } else { b.to_ascii_uppercase() }));
+        let mut values = parts.headers.get_all(name).iter();
+        let Some(first) = values.next() else { continue };
+        match values.next() {
+            None => {
+                vars.str(&key, first.as_bytes());
+            }
+            Some(second) => {
+                let separator: &[u8] = if name == "cookie" { b"; " } else { b", " };
+                joined.clear();
+                joined.extend_from_slice(first.as_bytes());
+                for v in std::iter::once(second).chain(values) {
+                    joined.extend_from_slice(separator);
+                    joined.extend_from_slice(v.as_bytes());
+                }
+                vars.str(&key, &joined);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(req: http::Request<()>) -> Parts {
+        req.into_parts().0
+    }
+
+    fn decode(vars: &Bytes) -> String {
+        String::from_utf8_lossy(vars).into_owned()
+    }
+
+    fn info() -> ServerInfo {
+        ServerInfo {
+            script: Script {
+                filename: "/srv/app/public/index.php".into(),
+                name: "/index.php".into(),
+                document_root: "/srv/app/public".into(),
+            },
+            server_name: "localhost".into(),
+            server_software: "hearth/0.1.0".into(),
+        }
+    }
+
+    #[test]
+    fn headers_become_http_variables_and_unsafe_ones_are_dropped() {
+        let req = http::Request::get("/a/b?x=1&y=%20")
+            .header("Host", "example.test")
+            .header("X-Forwarded-For", "1.2.3.4")
+            .header("X_Forwarded_For", "6.6.6.6")
+            .header("Proxy", "http://evil:8080")
+            .header("Cookie", "a=1")
+            .header("Cookie", "b=2")
+            .header("Accept", "text/html")
+            .header("Accept", "*/*")
+            .body(())
+            .unwrap();
+        let conn = Connection::new("127.0.0.1:50000".parse().unwrap(), "[::ffff:127.0.0.1]:8080".parse().unwrap(), false);
+        let vars = decode(&server_vars(&parts(req), &conn, &info(), None, UNIX_EPOCH));
+        assert!(vars.contains("s:9:\"HTTP_HOST\";s:12:\"example.test\";"), "{vars}");
+        assert!(vars.contains("s:20:\"HTTP_X_FORWARDED_FOR\";s:7:\"1.2.3.4\";"), "{vars}");
+        assert!(!vars.contains("6.6.6.6"), "underscore header must be dropped: {vars}");
+        assert!(!vars.contains("HTTP_PROXY"), "httpoxy: {vars}");
+        assert!(vars.contains("s:11:\"HTTP_COOKIE\";s:8:\"a=1; b=2\";"), "{vars}");
+        assert!(vars.contains("s:11:\"HTTP_ACCEPT\";s:14:\"text/html, */*\";"), "{vars}");
+        assert!(vars.contains("s:12:\"QUERY_STRING\";s:9:\"x=1&y=%20\";"), "{vars}");
+        assert!(vars.contains("s:11:\"REQUEST_URI\";s:16:\"/a/b?x=1&y=%20\";") || vars.contains("s:11:\"REQUEST_URI\";s:14:\"/a/b?x=1&y=%20\";"), "{vars}");
+        assert!(vars.contains("s:11:\"SERVER_ADDR\";s:9:\"127.0.0.1\";"), "mapped v4: {vars}");
+        assert!(vars.contains("s:14:\"CONTENT_LENGTH\";s:0:\"\";"), "{vars}");
+        assert!(!vars.contains("\"HTTPS\""), "{vars}");
+    }
+
+    #[test]
+    fn body_length_and_https() {
+        let req = http::Request::post("/").header("Content-Type", "application/json").body(()).unwrap();
+        let conn = Connection::new("10.0.0.1:1".parse().unwrap(), "10.0.0.2:443".parse().unwrap(), true);
+        let vars = decode(&server_vars(&parts(req), &conn, &info(), Some(42), UNIX_EPOCH));
+        assert!(vars.contains("s:14:\"CONTENT_LENGTH\";s:2:\"42\";"), "{vars}");
+        assert!(vars.contains("s:12:\"CONTENT_TYPE\";s:16:\"application/json\";"), "{vars}");
+        assert!(vars.contains("s:5:\"HTTPS\";s:2:\"on\";"), "{vars}");
+        assert!(vars.contains("s:14:\"REQUEST_SCHEME\";s:5:\"https\";"), "{vars}");
+        assert!(vars.contains("s:12:\"REQUEST_TIME\";i:0;"), "{vars}");
+    }
+}

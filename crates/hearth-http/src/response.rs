@@ -1,0 +1,238 @@
+//! Turning a worker's response frames into an HTTP response.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+use hearth_pool::{Error as PoolError, Lease};
+use hearth_proto::message::ResponseHead;
+use hearth_proto::{flags, Frame, Kind};
+use http::header::{HeaderName, HeaderValue};
+use http::{HeaderMap, Method, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::{Body, Frame as BodyFrame, SizeHint};
+use tokio::sync::mpsc;
+
+/// The body of a response: whole when the worker produced it at once,
+/// streamed when the app flushed output along the way.
+#[derive(Debug)]
+pub enum ResponseBody {
+    Full(Full<Bytes>),
+    Stream(mpsc::Receiver<Result<Bytes, StreamError>>),
+}
+
+impl ResponseBody {
+    pub fn full(bytes: impl Into<Bytes>) -> ResponseBody {
+        ResponseBody::Full(Full::new(bytes.into()))
+    }
+
+    pub fn empty() -> ResponseBody {
+        ResponseBody::Full(Full::new(Bytes::new()))
+    }
+}
+
+/// The worker failed after the response had started; the connection is
+/// closed so the client sees a truncated response, not a complete one.
+#[derive(Debug)]
+pub struct StreamError(String);
+
+impl std::fmt::Display for StreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for StreamError {}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = StreamError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<BodyFrame<Bytes>, StreamError>>> {
+        match self.get_mut() {
+            ResponseBody::Full(full) => Pin::new(full)
+                .poll_frame(cx)
+                .map_err(|never| match never {}),
+            ResponseBody::Stream(rx) => rx.poll_recv(cx).map(|chunk| chunk.map(|r| r.map(BodyFrame::data))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            ResponseBody::Full(full) => full.is_end_stream(),
+            ResponseBody::Stream(_) => false,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            ResponseBody::Full(full) => full.size_hint(),
+            ResponseBody::Stream(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// Something to keep alive until the response has been produced in full
+/// (the request's uploaded files).
+pub(crate) type Keep = Box<dyn Send + 'static>;
+
+/// Reads the worker's response and builds the HTTP response.
+///
+/// Before the head arrives, a worker failure is an error for the caller to
+/// answer (502); after it, the body stream is cut.
+pub(crate) async fn read(mut lease: Lease, method: &Method, keep: Keep) -> Result<Response<ResponseBody>, PoolError> {
+    let head_frame = lease.next().await?;
+    if head_frame.kind != Kind::Head {
+        lease.poison();
+        return Err(PoolError::from(hearth_proto::Error::unexpected("response frame before the head")));
+    }
+    let head = ResponseHead::decode(&head_frame.payload).inspect_err(|_| lease.poison())?;
+    let pid = lease.pid();
+    let mut response = Response::new(ResponseBody::empty());
+    let status = apply_head(head, method, &mut response, pid);
+    *response.status_mut() = status;
+
+    if head_frame.has_flag(flags::STREAM) {
+        let (tx, rx) = mpsc::channel(8);
+        tokio::spawn(pump(lease, tx, keep));
+        *response.body_mut() = ResponseBody::Stream(rx);
+        return Ok(response);
+    }
+    // The whole body and the end follow the head without waiting on the app.
+    let mut first: Option<Bytes> = None;
+    let mut rest: Option<BytesMut> = None;
+    loop {
+        let frame = match lease.next_buffered()? {
+            Some(frame) => frame,
+            None => lease.next().await?,
+        };
+        match frame.kind {
+            Kind::Body => match (&mut first, &mut rest) {
+                (None, _) => first = Some(frame.payload),
+                (Some(f), None) => {
+                    let mut joined = BytesMut::with_capacity(f.len() + frame.payload.len());
+                    joined.extend_from_slice(f);
+                    joined.extend_from_slice(&frame.payload);
+                    rest = Some(joined);
+                }
+                (Some(_), Some(joined)) => joined.extend_from_slice(&frame.payload),
+            },
+            Kind::End => break,
+            _ => {
+                lease.poison();
+                return Err(PoolError::from(hearth_proto::Error::unexpected("frame after the head")));
+            }
+        }
+    }
+    drop(lease);
+    drop(keep);
+    let body = match rest {
+        Some(joined) => joined.freeze(),
+        None => first.unwrap_or_default(),
+    };
+    // hyper leaves the body out of HEAD responses but announces its length,
+    // unless the app announced one itself.
+    if !permits_body(status) || (method == Method::HEAD && response.headers().contains_key(http::header::CONTENT_LENGTH)) {
+        return Ok(response);
+    }
+    *response.body_mut() = ResponseBody::full(body);
+    Ok(response)
+}
+
+/// Forwards body frames of a streamed response until its end.
+async fn pump(mut lease: Lease, tx: mpsc::Sender<Result<Bytes, StreamError>>, keep: Keep) {
+    loop {
+        match lease.next().await {
+            Ok(Frame { kind: Kind::Body, payload, .. }) => {
+                if tx.send(Ok(payload)).await.is_err() {
+                    // The client went away; the lease drains the rest.
+                    break;
+                }
+            }
+            Ok(Frame { kind: Kind::End, .. }) => break,
+            Ok(_) => {
+                lease.poison();
+                let _ = tx.send(Err(StreamError("unexpected frame in a streamed body".into()))).await;
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(pid = lease.pid(), "response cut short: {e}");
+                let _ = tx.send(Err(StreamError(e.to_string()))).await;
+                break;
+            }
+        }
+    }
+    drop(lease);
+    drop(keep);
+}
+
+fn permits_body(status: StatusCode) -> bool {
+    !(status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED)
+}
+
+/// Copies the worker's header lines into the response and returns its status.
+///
+/// A `Status:` header sets the status, as it does behind php-fpm. Framing
+/// and hop-by-hop headers are Hearth's business and dropped (a HEAD
+/// response keeps the app's Content-Length). Lines that are not valid
+/// headers (a CR, LF or NUL, a bad name) are dropped and logged.
+fn apply_head(head: ResponseHead, method: &Method, response: &mut Response<ResponseBody>, pid: u32) -> StatusCode {
+    let mut status = StatusCode::from_u16(head.status).unwrap_or_else(|_| {
+        tracing::warn!(pid, "invalid status {} from the app; answering 500", head.status);
+        StatusCode::INTERNAL_SERVER_ERROR
+    });
+    for line in &head.invalid {
+        tracing::warn!(pid, "dropped a response header line without a name: {:?}", String::from_utf8_lossy(line));
+    }
+    let headers: &mut HeaderMap = response.headers_mut();
+    for (name, value) in head.headers {
+        if name.eq_ignore_ascii_case(b"status") {
+            match value.get(..3).and_then(|d| std::str::from_utf8(d).ok()).and_then(|d| d.parse::<u16>().ok()).and_then(|c| StatusCode::from_u16(c).ok()) {
+                Some(code) => status = code,
+                None => tracing::warn!(pid, "ignored an invalid Status header: {:?}", String::from_utf8_lossy(&value)),
+            }
+            continue;
+        }
+        let name = match HeaderName::from_bytes(&name) {
+            Ok(name) => name,
+            Err(_) => {
+                tracing::warn!(pid, "dropped a response header with an invalid name: {:?}", String::from_utf8_lossy(&name));
+                continue;
+            }
+        };
+        if is_hop_by_hop(&name) || (name == http::header::CONTENT_LENGTH && method != Method::HEAD) {
+            continue;
+        }
+        match HeaderValue::from_maybe_shared(value) {
+            Ok(value) => {
+                headers.append(name, value);
+            }
+            Err(_) => tracing::warn!(pid, "dropped response header {name}: its value holds a forbidden byte"),
+        }
+    }
+    status
+}
+
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "transfer-encoding" | "connection" | "keep-alive" | "upgrade" | "proxy-connection" | "te" | "trailer"
+    )
+}
+
+/// A small HTML error page in the style web servers use.
+pub(crate) fn error_page(status: StatusCode) -> Response<ResponseBody> {
+    let text = format!(
+        "<html>\r\n<head><title>{0}</title></head>\r\n<body>\r\n<center><h1>{0}</h1></center>\r\n<hr><center>hearth</center>\r\n</body>\r\n</html>\r\n",
+        status
+    );
+    let mut response = Response::new(ResponseBody::full(text));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/html"));
+    response
+}

@@ -1,0 +1,218 @@
+//! The accept loop, connections, and the request handler.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::BytesMut;
+use hearth_pool::Pool;
+use hearth_proto::{encode_frame, Kind};
+use http::{HeaderValue, Request, Response, StatusCode};
+use hyper::body::{Body as _, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+
+use crate::body::{self, BodyError, UploadSettings};
+use crate::cgi::{self, Connection, Script, ServerInfo};
+use crate::response::{self, ResponseBody};
+
+/// How the HTTP front behaves.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Where the worker script sits (for `SCRIPT_*` and `DOCUMENT_ROOT`).
+    pub script: Script,
+    /// `SERVER_NAME`.
+    pub server_name: String,
+    /// `SERVER_SOFTWARE`.
+    pub server_software: String,
+    /// Largest request body accepted; larger ones get 413 before any worker
+    /// is involved.
+    pub max_body_size: u64,
+    /// Request bodies travel to workers in frames of at most this size.
+    pub body_chunk: usize,
+    /// Seconds announced in `Retry-After` when no worker is available.
+    pub retry_after: u32,
+    /// After shutdown is triggered, how long in-flight requests have to
+    /// complete before their connections are dropped.
+    pub grace_period: Duration,
+}
+
+impl ServeConfig {
+    pub fn new(script: Script) -> ServeConfig {
+        ServeConfig {
+            script,
+            server_name: "localhost".into(),
+            server_software: concat!("hearth/", env!("CARGO_PKG_VERSION")).into(),
+            max_body_size: 8 << 20,
+            body_chunk: 1 << 20,
+            retry_after: 1,
+            grace_period: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct App {
+    pool: Pool,
+    config: ServeConfig,
+    info: ServerInfo,
+}
+
+/// Serves HTTP/1.1 on `listener` until `shutdown` completes, then stops
+/// accepting, lets in-flight requests finish within the grace period, and
+/// returns. The pool is left running; the caller stops it.
+pub async fn serve(
+    listener: TcpListener,
+    pool: Pool,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let app = Arc::new(App {
+        info: ServerInfo {
+            script: config.script.clone(),
+            server_name: config.server_name.clone(),
+            server_software: config.server_software.clone(),
+        },
+        pool,
+        config,
+    });
+    let mut builder = http1::Builder::new();
+    builder.timer(TokioTimer::new()).keep_alive(true);
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, remote) = match accepted {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        // Out of file descriptors and the like: back off
+                        // instead of spinning on the error.
+                        tracing::error!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let local = match stream.local_addr() {
+                    Ok(local) => local,
+                    Err(_) => continue,
+                };
+                let conn = Arc::new(Connection::new(remote, local, false));
+                let app = app.clone();
+                let service = service_fn(move |req| handle(req, app.clone(), conn.clone()));
+                let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+                tokio::spawn(async move {
+                    if let Err(e) = connection.await {
+                        tracing::debug!(%remote, "connection ended: {e}");
+                    }
+                });
+            }
+            _ = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    tracing::info!("stopped accepting connections; waiting for in-flight requests");
+    tokio::select! {
+        _ = graceful.shutdown() => tracing::info!("all connections closed"),
+        _ = tokio::time::sleep(app.config.grace_period) => {
+            tracing::warn!("grace period of {:?} over with requests still in flight", app.config.grace_period);
+        }
+    }
+    Ok(())
+}
+
+async fn handle(req: Request<Incoming>, app: Arc<App>, conn: Arc<Connection>) -> Result<Response<ResponseBody>, Infallible> {
+    let now = SystemTime::now();
+    let (parts, incoming) = req.into_parts();
+    let config = &app.config;
+
+    if let Some(declared) = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        if declared > config.max_body_size {
+            return Ok(response::error_page(StatusCode::PAYLOAD_TOO_LARGE));
+        }
+    }
+
+    let request_body = if incoming.is_end_stream() {
+        body::Body::default()
+    } else {
+        let settings = UploadSettings::from_ready(app.pool.settings().as_deref());
+        let read = match body::multipart_boundary(&parts.method, parts.headers.get(http::header::CONTENT_TYPE)) {
+            Some(boundary) if settings.parse_post && !exceeds_post_max(&parts, &settings) => {
+                body::multipart(incoming, boundary, config.max_body_size, &settings).await
+            }
+            _ => body::collect(incoming, config.max_body_size).await,
+        };
+        match read {
+            Ok(body) => body,
+            Err(BodyError::TooLarge) => return Ok(response::error_page(StatusCode::PAYLOAD_TOO_LARGE)),
+            Err(BodyError::Malformed(why)) => {
+                tracing::debug!("bad request body: {why}");
+                return Ok(response::error_page(StatusCode::BAD_REQUEST));
+            }
+            Err(BodyError::Io(why)) => {
+                tracing::debug!("request body not received: {why}");
+                return Ok(response::error_page(StatusCode::BAD_REQUEST));
+            }
+        }
+    };
+
+    let has_body = request_body.len > 0 || request_body.form.is_some();
+    let server = cgi::server_vars(&parts, &conn, &app.info, has_body.then_some(request_body.len), now);
+    let chunk = config.body_chunk.max(1);
+    let encode = |buf: &mut BytesMut, id: u32| {
+        encode_frame(buf, Kind::Request, 0, id, &server);
+        for piece in request_body.raw.chunks(chunk) {
+            encode_frame(buf, Kind::Body, 0, id, piece);
+        }
+        if let Some(form) = &request_body.form {
+            encode_frame(buf, Kind::Form, 0, id, form);
+        }
+        encode_frame(buf, Kind::End, 0, id, &[]);
+    };
+    let lease = match app.pool.dispatch(encode).await {
+        Ok(lease) => lease,
+        Err(e) => return Ok(failure(&e, config)),
+    };
+    let pid = lease.pid();
+    let keep: response::Keep = Box::new(request_body.uploads);
+    match response::read(lease, &parts.method, keep).await {
+        Ok(response) => Ok(response),
+        Err(e) => {
+            tracing::error!(pid, method = %parts.method, uri = %parts.uri, "{e}");
+            Ok(failure(&e, config))
+        }
+    }
+}
+
+/// PHP refuses to parse a form larger than post_max_size; so does Hearth,
+/// and the worker reports it as PHP would.
+fn exceeds_post_max(parts: &http::request::Parts, settings: &UploadSettings) -> bool {
+    let declared = parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    settings.post_max_size > 0 && declared.is_some_and(|n| n > settings.post_max_size)
+}
+
+fn failure(e: &hearth_pool::Error, config: &ServeConfig) -> Response<ResponseBody> {
+    if e.is_unavailable() {
+        tracing::warn!("503: {e}");
+        let mut response = response::error_page(StatusCode::SERVICE_UNAVAILABLE);
+        response
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, HeaderValue::from(config.retry_after));
+        return response;
+    }
+    response::error_page(StatusCode::BAD_GATEWAY)
+}

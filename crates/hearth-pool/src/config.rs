@@ -1,0 +1,55 @@
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How a pool starts and runs its PHP workers.
+#[derive(Debug, Clone)]
+pub struct PoolConfig {
+    /// The PHP binary. `php-cgi` gives full legacy support (`header()`,
+    /// `setcookie()`, sessions); `php` (CLI) ignores headers set that way.
+    pub php: PathBuf,
+    /// The worker script, as an absolute path.
+    pub script: PathBuf,
+    /// Worker processes to keep running.
+    pub workers: usize,
+    /// Extra `-d name=value` settings for every worker.
+    pub ini: Vec<(String, String)>,
+    /// Extra environment variables for every worker.
+    pub env: Vec<(OsString, OsString)>,
+    /// How long a worker may take from spawn to its ready handshake.
+    pub boot_timeout: Duration,
+    /// How long a request may wait for a free worker before it is refused.
+    pub queue_timeout: Duration,
+    /// After the stop message, how long workers get to exit by themselves.
+    pub stop_timeout: Duration,
+    /// After SIGTERM, how long before SIGKILL.
+    pub kill_timeout: Duration,
+    /// Largest frame payload accepted from a worker.
+    pub max_payload: u32,
+    /// The longest wait between attempts to boot a failing worker.
+    pub max_backoff: Duration,
+    /// Run workers under SCHED_BATCH: a worker woken by a request does not
+    /// preempt the server mid-work, which saves a context switch per request
+    /// under load. Fairness and priority are unchanged.
+    pub batch_scheduling: bool,
+}
+
+impl PoolConfig {
+    /// A configuration with defaults for everything but what must be given.
+    pub fn new(php: impl Into<PathBuf>, script: impl Into<PathBuf>, workers: usize) -> PoolConfig {
+        PoolConfig {
+            php: php.into(),
+            script: script.into(),
+            workers,
+            ini: Vec::new(),
+            env: Vec::new(),
+            boot_timeout: Duration::from_secs(60),
+            queue_timeout: Duration::from_secs(30),
+            stop_timeout: Duration::from_secs(10),
+            kill_timeout: Duration::from_secs(5),
+            max_payload: hearth_proto::DEFAULT_MAX_PAYLOAD,
+            max_backoff: Duration::from_secs(5),
+            batch_scheduling: true,
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! A supervised pool of warm PHP worker processes.
+//!
+//! Each worker is a PHP process (`php-cgi` by default) running the app's
+//! worker script, which boots the app once and then serves requests through
+//! `Hearth\Worker::serve()`. The pool keeps the configured number of them
+//! alive, hands each request to exactly one idle worker ([`Pool::dispatch`]),
+//! replaces workers that exit or crash at once, backs off while a broken
+//! script fails to boot, and stops them politely, then firmly
+//! ([`Pool::shutdown`]).
+
+mod config;
+mod error;
+mod php;
+mod pool;
+mod process;
+mod worker;
+
+pub use config::PoolConfig;
+pub use error::Error;
+pub use php::PhpInfo;
+pub use pool::{Lease, Pool, PoolStatus};

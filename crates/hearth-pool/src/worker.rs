@@ -1,0 +1,249 @@
+//! One worker process as the pool sees it: its socket and its bookkeeping.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use std::os::unix::net::UnixStream;
+
+use bytes::{BufMut, BytesMut};
+use hearth_proto::message::Ready;
+use hearth_proto::{Frame, FrameDecoder};
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+use tokio::sync::Notify;
+
+use crate::Error;
+
+/// What the supervisor of a worker should do when asked to end it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Retire {
+    /// Nothing asked yet.
+    No = 0,
+    /// The worker was told to stop or is exiting by itself: give it the
+    /// stop timeout, then SIGTERM, then SIGKILL.
+    Graceful = 1,
+    /// The worker is broken (protocol error, abandoned mid-request): SIGKILL.
+    Now = 2,
+}
+
+/// State shared between a worker's socket holder and its supervisor.
+#[derive(Debug)]
+pub(crate) struct WorkerShared {
+    pub pid: u32,
+    pub booted_at: SystemTime,
+    /// Set by the supervisor once the process has exited.
+    dead: AtomicBool,
+    retire: AtomicU8,
+    retire_notify: Notify,
+}
+
+impl WorkerShared {
+    pub fn new(pid: u32) -> Arc<WorkerShared> {
+        Arc::new(WorkerShared {
+            pid,
+            booted_at: SystemTime::now(),
+            dead: AtomicBool::new(false),
+            retire: AtomicU8::new(Retire::No as u8),
+            retire_notify: Notify::new(),
+        })
+    }
+
+    pub fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Acquire)
+    }
+
+    pub fn mark_dead(&self) {
+        self.dead.store(true, Ordering::Release);
+    }
+
+    /// Asks the supervisor to end this worker. A stronger request wins.
+    pub fn retire(&self, how: Retire) {
+        self.retire.fetch_max(how as u8, Ordering::AcqRel);
+        self.retire_notify.notify_one();
+    }
+
+    pub fn retire_mode(&self) -> Retire {
+        match self.retire.load(Ordering::Acquire) {
+            0 => Retire::No,
+            1 => Retire::Graceful,
+            _ => Retire::Now,
+        }
+    }
+
+    pub async fn retire_requested(&self) {
+        self.retire_notify.notified().await;
+    }
+}
+
+/// Hearth's end of a worker's socket, registered for readability only.
+///
+/// tokio's UnixStream also registers for writability. On a unix socket every
+/// message the worker consumes signals "writable" again, so each request
+/// would wake Hearth once more for nothing. Here writability is only waited
+/// for when a write would block (a request body larger than the socket
+/// buffer), through a short-lived second registration.
+#[derive(Debug)]
+pub(crate) struct Channel {
+    fd: AsyncFd<UnixStream>,
+}
+
+/// Registers a socket with the runtime for `interest`.
+#[allow(unsafe_code)]
+fn register(socket: UnixStream, interest: Interest) -> std::io::Result<AsyncFd<UnixStream>> {
+    // SAFETY: a UnixStream owns its descriptor until it is dropped and always
+    // reports the same one, which is all register_with_interest requires.
+    unsafe { AsyncFd::register_with_interest(socket, interest) }.map_err(|e| e.into_parts().1)
+}
+
+impl Channel {
+    pub fn new(socket: UnixStream) -> std::io::Result<Channel> {
+        socket.set_nonblocking(true)?;
+        Ok(Channel {
+            fd: register(socket, Interest::READABLE)?,
+        })
+    }
+
+    /// Reads what is available into `buf`'s spare capacity; 0 at end of file.
+    async fn read_buf(&self, buf: &mut BytesMut) -> std::io::Result<usize> {
+        loop {
+            let mut guard = self.fd.readable().await?;
+            let spare = buf.spare_capacity_mut();
+            let wanted = spare.len();
+            match guard.try_io(|socket| Ok(rustix::io::read(socket.get_ref(), &mut *spare).map(|(done, _)| done.len())?)) {
+                Ok(Ok(n)) => {
+                    // SAFETY: read() initialized the first n bytes of the
+                    // spare capacity it was given.
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        buf.advance_mut(n);
+                    }
+                    if n < wanted {
+                        // A short read drained the socket (edge-triggered
+                        // epoll will report new data), so skip the read that
+                        // would only return EAGAIN.
+                        guard.clear_ready();
+                    }
+                    return Ok(n);
+                }
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Ok(Err(e)) => return Err(e),
+                Err(_would_block) => continue,
+            }
+        }
+    }
+
+    async fn write_all(&self, mut bytes: &[u8]) -> std::io::Result<()> {
+        while !bytes.is_empty() {
+            match rustix::io::write(self.fd.get_ref(), bytes) {
+                Ok(n) => bytes = &bytes[n..],
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) => {
+                    let writable = register(self.fd.get_ref().try_clone()?, Interest::WRITABLE)?;
+                    drop(writable.writable().await?);
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    fn try_write(&self, bytes: &[u8]) -> std::io::Result<usize> {
+        Ok(rustix::io::write(self.fd.get_ref(), bytes)?)
+    }
+}
+
+/// The pool's handle on one booted worker.
+#[derive(Debug)]
+pub(crate) struct Worker {
+    pub shared: Arc<WorkerShared>,
+    pub ready: Arc<Ready>,
+    pub served: u64,
+    pub started: Instant,
+    socket: Channel,
+    rbuf: BytesMut,
+    pub(crate) wbuf: BytesMut,
+    decoder: FrameDecoder,
+    next_request_id: u32,
+}
+
+/// Buffers that grew past this while carrying a large body are released
+/// after the request instead of being kept for the life of the worker.
+const KEEP_BUFFER: usize = 256 * 1024;
+
+impl Worker {
+    pub fn new(shared: Arc<WorkerShared>, socket: Channel, max_payload: u32) -> Worker {
+        Worker {
+            shared,
+            ready: Arc::new(Ready {
+                pid: 0,
+                php_version: String::new(),
+                sapi: String::new(),
+                protocol: 0,
+                fields: Default::default(),
+            }),
+            served: 0,
+            started: Instant::now(),
+            socket,
+            rbuf: BytesMut::with_capacity(16 * 1024),
+            wbuf: BytesMut::with_capacity(4 * 1024),
+            decoder: FrameDecoder::new(max_payload),
+            next_request_id: 0,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.shared.pid
+    }
+
+    pub fn next_request_id(&mut self) -> u32 {
+        self.next_request_id = self.next_request_id.wrapping_add(1).max(1);
+        self.next_request_id
+    }
+
+    /// The next frame from the worker, reading as much as needed.
+    pub async fn read_frame(&mut self) -> Result<Frame, Error> {
+        loop {
+            if let Some(frame) = self.decoder.decode(&mut self.rbuf)? {
+                return Ok(frame);
+            }
+            if self.rbuf.capacity() - self.rbuf.len() < 4096 {
+                self.rbuf.reserve(64 * 1024);
+            }
+            match self.socket.read_buf(&mut self.rbuf).await {
+                Ok(0) => return Err(Error::worker_lost("the worker closed its socket")),
+                Ok(_) => {}
+                Err(e) => return Err(Error::worker_lost(format!("reading from the worker: {e}"))),
+            }
+        }
+    }
+
+    /// The next frame if it is already buffered; no I/O.
+    pub fn buffered_frame(&mut self) -> Result<Option<Frame>, Error> {
+        Ok(self.decoder.decode(&mut self.rbuf)?)
+    }
+
+    /// Writes the whole write buffer to the worker.
+    pub async fn flush(&mut self) -> Result<(), Error> {
+        let result = self.socket.write_all(&self.wbuf).await;
+        self.wbuf.clear();
+        if self.wbuf.capacity() > KEEP_BUFFER {
+            self.wbuf = BytesMut::with_capacity(4 * 1024);
+        }
+        result.map_err(|e| Error::worker_lost(format!("writing to the worker: {e}")))
+    }
+
+    /// Sends a frame without waiting; for the stop message, which fits in
+    /// an empty socket buffer. Returns whether it was written whole.
+    pub fn try_send(&self, frame: &[u8]) -> bool {
+        matches!(self.socket.try_write(frame), Ok(n) if n == frame.len())
+    }
+
+    /// Called between requests: drops a read buffer that grew large.
+    pub fn trim(&mut self) {
+        if self.rbuf.is_empty() && self.rbuf.capacity() > KEEP_BUFFER {
+            self.rbuf = BytesMut::with_capacity(16 * 1024);
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! Files built into the binary: the PHP library and the demo worker.
+//!
+//! `hearth serve` with no script runs the demo, which needs both on disk.
+//! They are written once per version to a private directory.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+macro_rules! php_file {
+    ($path:literal) => {
+        ($path, include_str!(concat!("../../../", $path)))
+    };
+}
+
+const FILES: &[(&str, &str)] = &[
+    php_file!("php/autoload.php"),
+    php_file!("php/src/functions.php"),
+    php_file!("php/src/Worker.php"),
+    php_file!("php/src/Psr7Worker.php"),
+    php_file!("php/src/Internal/Channel.php"),
+    php_file!("php/src/Internal/Frame.php"),
+    php_file!("php/src/Internal/Globals.php"),
+    php_file!("php/src/Internal/InputStream.php"),
+    php_file!("php/src/Internal/ProtocolError.php"),
+    php_file!("php/src/Internal/Request.php"),
+    php_file!("php/src/Internal/Runtime.php"),
+    php_file!("php/src/Internal/Uploads.php"),
+    ("demo/worker.php", include_str!("../assets/demo-worker.php")),
+];
+
+/// Writes the built-in files (if not already there) and returns the
+/// directory holding `php/` and `demo/`.
+pub fn extract() -> io::Result<PathBuf> {
+    let dir = base_dir();
+    ensure_private_dir(&dir)?;
+    for (relative, contents) in FILES {
+        let path = dir.join(relative);
+        if fs::read(&path).is_ok_and(|existing| existing == contents.as_bytes()) {
+            continue;
+        }
+        if let Some(parent) = path.parent() {
+            fs::DirBuilder::new().recursive(true).mode(0o700).create(parent)?;
+        }
+        // Write beside and rename, so a worker booting meanwhile never
+        // reads half a file.
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        fs::write(&tmp, contents)?;
+        fs::rename(&tmp, &path)?;
+    }
+    Ok(dir)
+}
+
+fn base_dir() -> PathBuf {
+    let name = format!("hearth-{}", env!("CARGO_PKG_VERSION"));
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(runtime) if Path::new(&runtime).is_dir() => Path::new(&runtime).join(name),
+        _ => std::env::temp_dir().join(format!("{name}-{}", rustix::process::getuid().as_raw())),
+    }
+}
+
+/// Creates `dir` with mode 0700, or checks that an existing one is ours and
+/// private: the files in it are executed, so nobody else may write there.
+fn ensure_private_dir(dir: &Path) -> io::Result<()> {
+    match fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let meta = fs::symlink_metadata(dir)?;
+    let uid = rustix::process::getuid().as_raw();
+    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o022 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{} exists but is not a private directory owned by this user", dir.display()),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,295 @@
+//! `hearth.toml`: the same options as the command-line flags.
+//!
+//! ```toml
+//! [serve]
+//! script = "app/worker.php"     # relative to this file
+//! listen = "127.0.0.1:8080"
+//! workers = 4
+//! php = "php-cgi"
+//! max_body_size = "8M"
+//! queue_timeout = "30s"
+//!
+//! [serve.ini]                    # extra php.ini settings for workers
+//! memory_limit = "256M"
+//!
+//! [serve.env]                    # extra environment for workers
+//! APP_ENV = "prod"
+//! ```
+//!
+//! A bad value is reported with the file, the field and its position.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub serve: ServeSection,
+}
+
+/// `[serve]`: every field is optional here; defaults and flags fill the rest.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeSection {
+    /// The worker script; a relative path is relative to the config file.
+    pub script: Option<PathBuf>,
+    /// Address and port to listen on.
+    pub listen: Option<String>,
+    /// Worker processes (default: one per CPU).
+    pub workers: Option<usize>,
+    /// PHP binary for workers (default: php-cgi).
+    pub php: Option<PathBuf>,
+    /// Largest request body accepted (default 8M, Debian's post_max_size).
+    pub max_body_size: Option<Size>,
+    /// SERVER_NAME given to PHP.
+    pub server_name: Option<String>,
+    /// How long a request waits for a free worker before a 503.
+    pub queue_timeout: Option<Seconds>,
+    /// How long a worker may take to boot.
+    pub boot_timeout: Option<Seconds>,
+    /// On shutdown, how long in-flight requests have to finish.
+    pub grace_period: Option<Seconds>,
+    /// After the stop message, how long workers have to exit before SIGTERM.
+    pub stop_timeout: Option<Seconds>,
+    /// Extra php.ini settings for workers, passed as `-d name=value`.
+    pub ini: BTreeMap<String, String>,
+    /// Extra environment variables for workers.
+    pub env: BTreeMap<String, String>,
+}
+
+/// An error in a config file, naming the file and the field.
+#[derive(Debug)]
+pub struct ConfigError(String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl FileConfig {
+    pub fn load(path: &Path) -> Result<FileConfig, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError(format!("{}: cannot read: {e}", path.display())))?;
+        Self::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<FileConfig, ConfigError> {
+        let de = toml::Deserializer::new(text);
+        let mut config: FileConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+            let field = e.path().to_string();
+            let inner = e.into_inner();
+            let at = inner
+                .span()
+                .map(|span| {
+                    let line = text[..span.start].matches('\n').count() + 1;
+                    format!(" (line {line})")
+                })
+                .unwrap_or_default();
+            let message = inner.message().trim().to_owned();
+            if field == "." || field.is_empty() {
+                ConfigError(format!("{}: {message}{at}", path.display()))
+            } else {
+                ConfigError(format!("{}: {field}: {message}{at}", path.display()))
+            }
+        })?;
+        if let Some(script) = &config.serve.script {
+            if script.is_relative() {
+                let base = path.parent().unwrap_or(Path::new("."));
+                config.serve.script = Some(base.join(script));
+            }
+        }
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let s = &self.serve;
+        let bad = |field: &str, why: &str| Err(ConfigError(format!("{}: serve.{field}: {why}", path.display())));
+        if s.workers == Some(0) {
+            return bad("workers", "must be at least 1");
+        }
+        if let Some(listen) = &s.listen {
+            if listen.parse::<std::net::SocketAddr>().is_err() {
+                return bad("listen", &format!("{listen:?} is not an address and port like 127.0.0.1:8080"));
+            }
+        }
+        if s.max_body_size.is_some_and(|m| m.0 == 0) {
+            return bad("max_body_size", "must be more than 0");
+        }
+        for name in s.ini.keys() {
+            if name.is_empty() || name.contains('=') || name.contains(char::is_whitespace) {
+                return bad("ini", &format!("{name:?} is not a php.ini setting name"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A byte size: a number of bytes, or a string like "512K", "8M", "1G".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size(pub u64);
+
+impl std::str::FromStr for Size {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Size, String> {
+        let t = s.trim();
+        let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+        let n: u64 = digits
+            .parse()
+            .map_err(|_| format!("invalid size {s:?}: expected bytes or a number with K, M or G"))?;
+        let shift = match unit.trim().to_ascii_uppercase().as_str() {
+            "" | "B" => 0,
+            "K" | "KB" | "KIB" => 10,
+            "M" | "MB" | "MIB" => 20,
+            "G" | "GB" | "GIB" => 30,
+            _ => return Err(format!("invalid size {s:?}: expected bytes or a number with K, M or G")),
+        };
+        n.checked_mul(1 << shift)
+            .map(Size)
+            .ok_or_else(|| format!("size {s:?} is too large"))
+    }
+}
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Size, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Size;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a size in bytes or a string like \"8M\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Size, E> {
+                u64::try_from(v).map(Size).map_err(|_| E::custom("a size cannot be negative"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Size, E> {
+                v.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A duration: a number of seconds, or a string like "500ms", "30s", "2m".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seconds(pub Duration);
+
+impl std::str::FromStr for Seconds {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Seconds, String> {
+        let t = s.trim();
+        let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+        let (number, unit) = t.split_at(split);
+        let n: f64 = number
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}: expected seconds or a number with ms, s, m or h"))?;
+        let secs = match unit.trim() {
+            "ms" => n / 1000.0,
+            "" | "s" => n,
+            "m" => n * 60.0,
+            "h" => n * 3600.0,
+            _ => return Err(format!("invalid duration {s:?}: expected seconds or a number with ms, s, m or h")),
+        };
+        Duration::try_from_secs_f64(secs)
+            .map(Seconds)
+            .map_err(|_| format!("invalid duration {s:?}"))
+    }
+}
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Seconds, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Seconds;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("seconds or a string like \"30s\" or \"500ms\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Seconds, E> {
+                u64::try_from(v)
+                    .map(|s| Seconds(Duration::from_secs(s)))
+                    .map_err(|_| E::custom("a duration cannot be negative"))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Seconds, E> {
+                Duration::try_from_secs_f64(v)
+                    .map(Seconds)
+                    .map_err(|_| E::custom("invalid duration"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Seconds, E> {
+                v.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<FileConfig, ConfigError> {
+        FileConfig::parse(text, Path::new("/etc/app/hearth.toml"))
+    }
+
+    #[test]
+    fn full_file() {
+        let c = parse(
+            "[serve]\nscript = \"app/worker.php\"\nlisten = \"0.0.0.0:9000\"\nworkers = 3\n\
+             max_body_size = \"16M\"\nqueue_timeout = \"500ms\"\nboot_timeout = 10\n\
+             [serve.ini]\nmemory_limit = \"256M\"\n[serve.env]\nAPP_ENV = \"prod\"\n",
+        )
+        .unwrap();
+        let s = c.serve;
+        assert_eq!(s.script.unwrap(), PathBuf::from("/etc/app/app/worker.php"));
+        assert_eq!(s.workers, Some(3));
+        assert_eq!(s.max_body_size, Some(Size(16 << 20)));
+        assert_eq!(s.queue_timeout, Some(Seconds(Duration::from_millis(500))));
+        assert_eq!(s.boot_timeout, Some(Seconds(Duration::from_secs(10))));
+        assert_eq!(s.ini.get("memory_limit").map(String::as_str), Some("256M"));
+        assert_eq!(s.env.get("APP_ENV").map(String::as_str), Some("prod"));
+    }
+
+    #[test]
+    fn bad_values_name_the_file_and_the_field() {
+        let cases = [
+            ("[serve]\nworkers = \"many\"\n", "serve.workers"),
+            ("[serve]\nworkers = 0\n", "serve.workers"),
+            ("[serve]\nmax_body_size = \"8 parsecs\"\n", "serve.max_body_size"),
+            ("[serve]\nqueue_timeout = \"soon\"\n", "serve.queue_timeout"),
+            ("[serve]\nlisten = \"localhost\"\n", "serve.listen"),
+            ("[serve]\nwokers = 2\n", "wokers"),
+            ("[serve]\n[serve.ini]\n\"bad name\" = \"1\"\n", "serve.ini"),
+        ];
+        for (text, field) in cases {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.starts_with("/etc/app/hearth.toml: "), "{err}");
+            assert!(err.contains(field), "{field} not named in: {err}");
+        }
+    }
+
+    #[test]
+    fn line_numbers_point_at_the_value() {
+        let err = parse("[serve]\nlisten = \"127.0.0.1:1\"\nworkers = -2\n").unwrap_err().to_string();
+        assert!(err.contains("line 3"), "{err}");
+    }
+
+    #[test]
+    fn sizes_and_durations() {
+        assert_eq!("1G".parse::<Size>().unwrap(), Size(1 << 30));
+        assert_eq!("512".parse::<Size>().unwrap(), Size(512));
+        assert!("x".parse::<Size>().is_err());
+        assert_eq!("2m".parse::<Seconds>().unwrap(), Seconds(Duration::from_secs(120)));
+        assert_eq!("1.5".parse::<Seconds>().unwrap(), Seconds(Duration::from_millis(1500)));
+        assert!("-1s".parse::<Seconds>().is_err());
+    }
+}

@@ -1,0 +1,179 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Hearth\Internal;
+
+/**
+ * The worker's end of its channel to Hearth: a socket handed to the
+ * process as its standard input (any SAPI can open php://stdin; only the
+ * CLI can open other descriptors by number).
+ *
+ * Plain PHP streams, on purpose: they wait with poll() before each recv().
+ * A worker blocked in recv() itself (ext/sockets) is also woken each time
+ * Hearth reads a response, because that frees space on the worker's side of
+ * the socket; poll() waits for input only and sleeps through it. Measured,
+ * the extra system call costs less than the extra context switch.
+ * Short reads and writes are normal and handled here.
+ *
+ * @internal
+ */
+final class Channel
+{
+    private const READ_SIZE = 65536;
+
+    /** @var resource */
+    private $in;
+    /** @var resource */
+    private $out;
+    private string $buffer = '';
+
+    /**
+     * @param resource $in  stream to read requests from
+     * @param resource $out stream to write responses to (may be $in)
+     */
+    private function __construct($in, $out, private readonly int $maxPayload)
+    {
+        foreach ([$in, $out] as $stream) {
+            stream_set_read_buffer($stream, 0);
+            stream_set_write_buffer($stream, 0);
+            stream_set_blocking($stream, true);
+        }
+        $this->in = $in;
+        $this->out = $out;
+    }
+
+    /**
+     * Opens the socket Hearth handed this process as its standard input.
+     */
+    public static function fromStdin(int $maxPayload): self
+    {
+        $stream = fopen('php://stdin', 'r+');
+        if ($stream === false) {
+            throw new \RuntimeException('cannot open the Hearth channel on standard input');
+        }
+        return new self($stream, $stream, $maxPayload);
+    }
+
+    /**
+     * For tests: a channel over a connected stream socket, or over a pair
+     * of streams (one to read, one to write).
+     *
+     * @param resource      $in
+     * @param resource|null $out
+     */
+    public static function fromStreams($in, $out = null, int $maxPayload = 16777216): self
+    {
+        return new self($in, $out ?? $in, $maxPayload);
+    }
+
+    /**
+     * Blocks until the next request has arrived whole: its REQUEST frame,
+     * any BODY or FORM frames, and the END frame that closes them.
+     *
+     * Returns null when Hearth asks the worker to stop or has gone away.
+     *
+     * @throws ProtocolError when the bytes are not this protocol
+     */
+    public function receive(): ?Request
+    {
+        $id = -1;
+        $server = '';
+        $body = '';
+        $form = null;
+        $buffer = $this->buffer;
+        $at = 0;
+        while (true) {
+            $available = strlen($buffer);
+            while ($available - $at >= Frame::HEADER_LEN) {
+                $h = unpack('Cv/Ck/nf/Ni/Nl', $buffer, $at);
+                if ($h['v'] !== Frame::VERSION) {
+                    throw ProtocolError::version($h['v']);
+                }
+                $len = $h['l'];
+                if ($len > $this->maxPayload) {
+                    throw ProtocolError::tooLarge($len, $this->maxPayload);
+                }
+                if ($available - $at - Frame::HEADER_LEN < $len) {
+                    break;
+                }
+                $payload = $len === 0 ? '' : substr($buffer, $at + Frame::HEADER_LEN, $len);
+                $at += Frame::HEADER_LEN + $len;
+                switch ($h['k']) {
+                    case Frame::REQUEST:
+                        if ($id !== -1) {
+                            throw ProtocolError::unexpected(Frame::REQUEST, 'before the previous request ended');
+                        }
+                        $id = $h['i'];
+                        $server = $payload;
+                        break;
+                    case Frame::BODY:
+                        $body .= $payload;
+                        break;
+                    case Frame::FORM:
+                        $form = $payload;
+                        break;
+                    case Frame::END:
+                        if ($id === -1) {
+                            throw ProtocolError::unexpected(Frame::END, 'without a request');
+                        }
+                        $this->buffer = $at === $available ? '' : substr($buffer, $at);
+                        return new Request($id, $server, $body, $form);
+                    case Frame::STOP:
+                        $this->buffer = '';
+                        return null;
+                    default:
+                        throw isset(Frame::KIND_NAMES[$h['k']])
+                            ? ProtocolError::unexpected($h['k'], 'sent to a worker')
+                            : ProtocolError::unknownKind($h['k']);
+                }
+            }
+            if ($at > 0) {
+                $buffer = $at === $available ? '' : substr($buffer, $at);
+                $at = 0;
+            }
+            $chunk = $this->read();
+            if ($chunk === null) {
+                $this->buffer = '';
+                return null;
+            }
+            $buffer .= $chunk;
+        }
+    }
+
+    /**
+     * Writes all of $bytes, however many writes it takes.
+     *
+     * @throws \RuntimeException when Hearth has gone away
+     */
+    public function send(string $bytes): void
+    {
+        $length = strlen($bytes);
+        $done = 0;
+        while ($done < $length) {
+            $n = @fwrite($this->out, $done === 0 ? $bytes : substr($bytes, $done));
+            if ($n === false || $n === 0) {
+                throw new \RuntimeException('writing to Hearth failed: the channel is closed');
+            }
+            $done += $n;
+        }
+    }
+
+    /** One read; null at end of stream. */
+    private function read(): ?string
+    {
+        while (true) {
+            $data = @fread($this->in, self::READ_SIZE);
+            if ($data === false) {
+                return null;
+            }
+            if ($data !== '') {
+                return $data;
+            }
+            if (feof($this->in)) {
+                return null;
+            }
+            // A read timeout (default_socket_timeout) while idle: keep waiting.
+        }
+    }
+}

@@ -1,0 +1,163 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Hearth\Internal;
+
+/**
+ * The frame format of docs/protocol.md: a 12-byte header (version, kind,
+ * flags, request id, payload length; big-endian) and a payload.
+ *
+ * @internal
+ */
+final class Frame
+{
+    public const VERSION = 1;
+    public const HEADER_LEN = 12;
+
+    public const READY = 1;
+    public const REQUEST = 2;
+    public const BODY = 3;
+    public const END = 4;
+    public const HEAD = 5;
+    public const ERROR = 6;
+    public const STOP = 7;
+    public const FORM = 8;
+
+    /** On END from a worker: this worker exits after the response. */
+    public const FLAG_CLOSE = 0x0001;
+    /** On HEAD: the body is streamed as the app flushes it. */
+    public const FLAG_STREAM = 0x0002;
+
+    public const KIND_NAMES = [
+        self::READY => 'ready',
+        self::REQUEST => 'request',
+        self::BODY => 'body',
+        self::END => 'end',
+        self::HEAD => 'head',
+        self::ERROR => 'error',
+        self::STOP => 'stop',
+        self::FORM => 'form',
+    ];
+
+    public static function encode(int $kind, int $requestId, string $payload, int $flags = 0): string
+    {
+        return pack('CCnNN', self::VERSION, $kind, $flags, $requestId, strlen($payload)) . $payload;
+    }
+
+    /**
+     * Decodes the header at $offset of $buffer.
+     *
+     * Returns null when fewer than HEADER_LEN bytes are available, else
+     * [kind, flags, requestId, payloadLength].
+     *
+     * @return array{0:int,1:int,2:int,3:int}|null
+     * @throws ProtocolError on a wrong version, an unknown kind or a payload
+     *                       larger than $maxPayload (checked before reading it)
+     */
+    public static function header(string $buffer, int $offset, int $maxPayload): ?array
+    {
+        if (strlen($buffer) - $offset < self::HEADER_LEN) {
+            return null;
+        }
+        $h = unpack('Cv/Ck/nf/Ni/Nl', $buffer, $offset);
+        if ($h['v'] !== self::VERSION) {
+            throw ProtocolError::version($h['v']);
+        }
+        if (!isset(self::KIND_NAMES[$h['k']])) {
+            throw ProtocolError::unknownKind($h['k']);
+        }
+        if ($h['l'] > $maxPayload) {
+            throw ProtocolError::tooLarge($h['l'], $maxPayload);
+        }
+        return [$h['k'], $h['f'], $h['i'], $h['l']];
+    }
+
+    /**
+     * Decodes every whole frame in $bytes, for tests and tools.
+     *
+     * @return list<array{kind:int,flags:int,request_id:int,payload:string}>
+     */
+    public static function decodeAll(string $bytes, int $maxPayload, int &$consumed = 0): array
+    {
+        $frames = [];
+        $at = 0;
+        while (($h = self::header($bytes, $at, $maxPayload)) !== null) {
+            if (strlen($bytes) - $at - self::HEADER_LEN < $h[3]) {
+                break;
+            }
+            $frames[] = [
+                'kind' => $h[0],
+                'flags' => $h[1],
+                'request_id' => $h[2],
+                'payload' => (string) substr($bytes, $at + self::HEADER_LEN, $h[3]),
+            ];
+            $at += self::HEADER_LEN + $h[3];
+        }
+        $consumed = $at;
+        return $frames;
+    }
+
+    /**
+     * Encodes a field list (READY and ERROR payloads): for each entry a
+     * 16-bit key length, the key, a 32-bit value length and the value.
+     *
+     * @param array<string, string|int|float|bool> $fields
+     */
+    public static function fields(array $fields): string
+    {
+        $out = '';
+        foreach ($fields as $key => $value) {
+            $value = is_bool($value) ? ($value ? '1' : '0') : (string) $value;
+            $out .= pack('n', strlen((string) $key)) . $key . pack('N', strlen($value)) . $value;
+        }
+        return $out;
+    }
+
+    /**
+     * Decodes a field list.
+     *
+     * @return list<array{0:string,1:string}>
+     * @throws ProtocolError when an entry is truncated
+     */
+    public static function decodeFields(string $payload): array
+    {
+        $entries = [];
+        $at = 0;
+        $len = strlen($payload);
+        while ($at < $len) {
+            if ($len - $at < 2) {
+                throw ProtocolError::malformed('truncated field key length');
+            }
+            $klen = unpack('n', $payload, $at)[1];
+            $at += 2;
+            if ($len - $at < $klen) {
+                throw ProtocolError::malformed('truncated field key');
+            }
+            $key = (string) substr($payload, $at, $klen);
+            $at += $klen;
+            if ($len - $at < 4) {
+                throw ProtocolError::malformed('truncated field value length');
+            }
+            $vlen = unpack('N', $payload, $at)[1];
+            $at += 4;
+            if ($len - $at < $vlen) {
+                throw ProtocolError::malformed('truncated field value');
+            }
+            $entries[] = [$key, (string) substr($payload, $at, $vlen)];
+            $at += $vlen;
+        }
+        return $entries;
+    }
+
+    /**
+     * Encodes a HEAD payload: the status, then the header lines joined by
+     * "\n" (PHP refuses CR and LF inside a header, so a line cannot contain one).
+     *
+     * @param list<string> $lines
+     */
+    public static function head(int $status, array $lines): string
+    {
+        return pack('n', $status) . implode("\n", $lines);
+    }
+}

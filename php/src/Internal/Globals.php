@@ -1,0 +1,186 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Hearth\Internal;
+
+/**
+ * Fills superglobals the way PHP's own request startup does, from userland.
+ *
+ * Names go through parse_str(), which is the engine's own variable
+ * registration (php_register_variable): "a[b][]" makes arrays, "a.b" becomes
+ * "a_b", max_input_vars applies. Only what parse_str() cannot know is done here.
+ *
+ * @internal
+ */
+final class Globals
+{
+    /**
+     * $_COOKIE from a Cookie header, as PHP builds it: pairs split on ";",
+     * leading blanks of names dropped, names left undecoded, values
+     * raw-URL-decoded ("+" stays "+"), and the first of two cookies with the
+     * same plain name wins.
+     *
+     * @return array<array-key, mixed>
+     */
+    public static function cookies(string $header): array
+    {
+        $query = '';
+        $seen = [];
+        foreach (explode(';', $header) as $pair) {
+            $pair = ltrim($pair, " \t\n\r\v\f");
+            if ($pair === '') {
+                continue;
+            }
+            $eq = strpos($pair, '=');
+            if ($eq === 0) {
+                continue;
+            }
+            $name = $eq === false ? $pair : substr($pair, 0, $eq);
+            $value = $eq === false ? '' : rawurldecode(substr($pair, $eq + 1));
+            if (!str_contains($name, '[')) {
+                $key = strtr($name, ' .', '__');
+                if (isset($seen[$key])) {
+                    continue;
+                }
+                $seen[$key] = true;
+            }
+            // parse_str() URL-decodes names; cookie names are not decoded,
+            // so escape what decoding would change or what would split the pair.
+            $query .= ($query === '' ? '' : '&')
+                . strtr($name, ['%' => '%25', '+' => '%2B', '&' => '%26'])
+                . '=' . rawurlencode($value);
+        }
+        $cookies = [];
+        if ($query !== '') {
+            parse_str($query, $cookies);
+        }
+        return $cookies;
+    }
+
+    /**
+     * $_POST and $_FILES from a multipart form that Hearth parsed.
+     *
+     * Each entry is [name, value] for a field, or [name, full_path, type,
+     * tmp_name, error, size] for a file, in the order they arrived, so
+     * "files[]" numbers them as PHP would.
+     *
+     * @param list<array<int, string|int>> $entries
+     * @return array{0: array<array-key, mixed>, 1: array<array-key, mixed>, 2: list<string>}
+     *         $_POST, $_FILES and the temporary files to accept in move_uploaded_file()
+     */
+    public static function form(array $entries): array
+    {
+        $fields = '';
+        $files = '';
+        $uploaded = [];
+        foreach ($entries as $entry) {
+            $name = (string) $entry[0];
+            if (count($entry) === 2) {
+                $fields .= ($fields === '' ? '' : '&') . self::encodeName($name) . '=' . rawurlencode((string) $entry[1]);
+                continue;
+            }
+            [, $fullPath, $type, $tmp, $error, $size] = $entry;
+            // PHP inserts the attribute after the first segment of the name:
+            // "doc[a][]" becomes "doc[name][a][]", "doc[type][a][]"...
+            $open = strpos($name, '[');
+            $base = $open === false ? $name : substr($name, 0, $open);
+            $rest = $open === false ? '' : substr($name, $open);
+            $attributes = [
+                'name' => self::basename((string) $fullPath),
+                'full_path' => (string) $fullPath,
+                'type' => (string) $type,
+                'tmp_name' => (string) $tmp,
+                'error' => (string) $error,
+                'size' => (string) $size,
+            ];
+            foreach ($attributes as $attribute => $value) {
+                $files .= ($files === '' ? '' : '&') . self::encodeName($base . '[' . $attribute . ']' . $rest)
+                    . '=' . rawurlencode($value);
+            }
+            if ($tmp !== '') {
+                $uploaded[] = (string) $tmp;
+            }
+        }
+        $post = [];
+        $filesArray = [];
+        if ($fields !== '') {
+            parse_str($fields, $post);
+        }
+        if ($files !== '') {
+            parse_str($files, $filesArray);
+            $filesArray = self::castFileNumbers($filesArray);
+        }
+        return [$post, $filesArray, $uploaded];
+    }
+
+    /**
+     * Merges the request variables in request_order (or variables_order)
+     * into $_REQUEST, later sources overriding earlier ones as PHP does.
+     *
+     * @param array<array-key, mixed> $get
+     * @param array<array-key, mixed> $post
+     * @param array<array-key, mixed> $cookie
+     * @return array<array-key, mixed>
+     */
+    public static function request(string $order, array $get, array $post, array $cookie): array
+    {
+        $request = [];
+        foreach (str_split($order) as $source) {
+            $values = match ($source) {
+                'g', 'G' => $get,
+                'p', 'P' => $post,
+                'c', 'C' => $cookie,
+                default => [],
+            };
+            if ($values !== []) {
+                $request = $request === [] ? $values : array_replace_recursive($request, $values);
+            }
+        }
+        return $request;
+    }
+
+    private static function encodeName(string $name): string
+    {
+        return strtr($name, ['%' => '%25', '+' => '%2B', '&' => '%26', '=' => '%3D']);
+    }
+
+    /** PHP's upload basename: whatever follows the last slash or backslash. */
+    private static function basename(string $path): string
+    {
+        $cut = max((int) strrpos($path, '/'), (int) strrpos($path, '\\'));
+        if ($cut === 0 && $path !== '' && $path[0] !== '/' && $path[0] !== '\\') {
+            return $path;
+        }
+        return substr($path, $cut + 1);
+    }
+
+    /**
+     * parse_str() gives strings; PHP gives "error" and "size" as integers.
+     *
+     * @param array<array-key, mixed> $files
+     * @return array<array-key, mixed>
+     */
+    private static function castFileNumbers(array $files): array
+    {
+        foreach ($files as &$file) {
+            if (!is_array($file)) {
+                continue;
+            }
+            foreach (['error', 'size'] as $attribute) {
+                if (isset($file[$attribute])) {
+                    $file[$attribute] = self::toInt($file[$attribute]);
+                }
+            }
+        }
+        return $files;
+    }
+
+    private static function toInt(mixed $value): mixed
+    {
+        if (is_array($value)) {
+            return array_map(self::toInt(...), $value);
+        }
+        return (int) $value;
+    }
+}

@@ -1,0 +1,26 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Hearth\Internal;
+
+/**
+ * One request as it came off the socket, not yet decoded.
+ *
+ * @internal
+ */
+final class Request
+{
+    /**
+     * @param string      $server serialized $_SERVER of the request
+     * @param string      $body   the raw body (empty for multipart forms)
+     * @param string|null $form   serialized fields and uploads of a multipart form
+     */
+    public function __construct(
+        public readonly int $id,
+        public readonly string $server,
+        public readonly string $body,
+        public readonly ?string $form,
+    ) {
+    }
+}

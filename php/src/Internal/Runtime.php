@@ -1,0 +1,638 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Hearth\Internal;
+
+/**
+ * The request loop of a worker process under Hearth.
+ *
+ * For each request it does what PHP's request startup and shutdown would:
+ * fills the superglobals, captures output, runs the handler, collects
+ * status, headers and body, writes the session, and then puts back what the
+ * request changed (headers, output buffers, ini settings, timezone, working
+ * directory) so the next client starts clean.
+ *
+ * @internal
+ */
+final class Runtime
+{
+    public const LIBRARY_VERSION = '0.1.0';
+
+    /** Output beyond this many bytes is streamed instead of buffered. */
+    private const OUTPUT_CHUNK = 1048576;
+
+    private const FATAL_ERRORS = E_ERROR | E_PARSE | E_CORE_ERROR | E_COMPILE_ERROR | E_USER_ERROR | E_RECOVERABLE_ERROR;
+
+    private const UNSERIALIZE = ['allowed_classes' => false];
+
+    /**
+     * Settings apps change at runtime (ini_set(), error_reporting(),
+     * session_name(), set_include_path()...). They are compared with their
+     * boot values after every request. ini_get_all() would cover everything
+     * but costs ~11 µs a call (it sorts all ~240 entries each time), more
+     * than the rest of a request's bookkeeping, so the full comparison runs
+     * every FULL_INI_CHECK requests and logs what it finds outside this list.
+     */
+    private const WATCHED_INI = [
+        'display_errors', 'display_startup_errors', 'error_reporting', 'html_errors', 'log_errors',
+        'error_log', 'default_charset', 'default_mimetype', 'date.timezone', 'memory_limit',
+        'max_execution_time', 'precision', 'serialize_precision', 'include_path', 'user_agent',
+        'default_socket_timeout', 'auto_detect_line_endings', 'arg_separator.output',
+        'url_rewriter.tags', 'ignore_user_abort', 'zend.assertions', 'assert.active', 'assert.exception',
+        'mbstring.language', 'mbstring.internal_encoding', 'mbstring.substitute_character',
+        'pcre.backtrack_limit', 'pcre.recursion_limit', 'session.name', 'session.save_handler',
+        'session.save_path', 'session.serialize_handler', 'session.use_cookies', 'session.use_only_cookies',
+        'session.use_strict_mode', 'session.cookie_lifetime', 'session.cookie_path', 'session.cookie_domain',
+        'session.cookie_secure', 'session.cookie_httponly', 'session.cookie_samesite',
+        'session.cache_limiter', 'session.cache_expire', 'session.gc_maxlifetime', 'session.use_trans_sid',
+        'session.sid_length', 'session.sid_bits_per_character', 'session.lazy_write',
+    ];
+
+    private const FULL_INI_CHECK = 64;
+
+    private static ?self $current = null;
+
+    private int $requestId = 0;
+    private bool $inRequest = false;
+    /** The HEAD frame of the current response is already on its way. */
+    private bool $headSent = false;
+    /** The current response has been sent in full (fastcgi_finish_request()). */
+    private bool $responseDone = false;
+    /** The app removed the base output buffer; output escapes to stdout. */
+    private bool $bufferLost = false;
+    /** This worker exits after the current response. */
+    private bool $closeAfter = false;
+    private int $baseLevel = 0;
+    /** @var array{0:int,1:list<string>}|null status and header lines set through the PSR-7 bridge */
+    private ?array $explicitHead = null;
+    private bool $sessionsUsed = false;
+    private ?string $presetSessionId = null;
+    private string $sessionName = 'PHPSESSID';
+
+    /** @var array<string, string> */
+    private array $env;
+    /** @var array<string, string|null> every setting at boot */
+    private array $ini;
+    /** @var array<string, string|false> the watched settings at boot */
+    private array $watched = [];
+    private int $requests = 0;
+    private string $timezone;
+    private int $timeLimit;
+    private float $timeLimitSetAt = 0.0;
+    private string $requestOrder;
+    private bool $exposePhp;
+    private bool $parsePost;
+    private int $postMaxSize;
+    private string $method = '';
+    private string $uri = '';
+
+    private function __construct(private readonly Channel $channel)
+    {
+    }
+
+    public static function current(): ?self
+    {
+        return self::$current;
+    }
+
+    /**
+     * Runs $handler once per request until Hearth says stop.
+     */
+    public static function run(Channel $channel, callable $handler): void
+    {
+        $runtime = new self($channel);
+        self::$current = $runtime;
+        $runtime->boot();
+        try {
+            while (($request = $channel->receive()) !== null) {
+                $runtime->handle($handler, $request);
+                if ($runtime->closeAfter) {
+                    break;
+                }
+            }
+        } catch (ProtocolError $e) {
+            self::log('protocol error on the Hearth socket, exiting: ' . $e->getMessage());
+        } finally {
+            self::$current = null;
+            // php-cgi prints the response headers of its one CGI request at
+            // exit; with none left and no default type that is a blank line.
+            header_remove();
+            ini_set('default_mimetype', '');
+        }
+    }
+
+    private function boot(): void
+    {
+        // Whatever the app printed while booting sits in the startup buffer
+        // (Hearth starts PHP with output_buffering=1); it belongs in the log.
+        $stray = '';
+        while (ob_get_level() > 0) {
+            $status = ob_get_status();
+            if (($status['flags'] ?? 0) & PHP_OUTPUT_HANDLER_REMOVABLE) {
+                $stray .= (string) ob_get_clean();
+            } else {
+                break;
+            }
+        }
+        if ($stray !== '') {
+            self::log('output before Worker::serve(): ' . rtrim($stray));
+        }
+        ob_start($this->onOutput(...), self::OUTPUT_CHUNK);
+        $this->baseLevel = ob_get_level();
+        register_shutdown_function($this->onShutdown(...));
+
+        header_remove();
+        http_response_code(200);
+        set_time_limit(0);
+
+        $env = getenv();
+        unset($env['HEARTH_PROTOCOL'], $env['HEARTH_MAX_PAYLOAD']);
+        $this->env = $env;
+        putenv('HEARTH_PROTOCOL');
+        putenv('HEARTH_MAX_PAYLOAD');
+
+        $this->timeLimit = (int) ini_get('max_execution_time');
+        $this->ini = ini_get_all(null, false);
+        foreach (self::WATCHED_INI as $name) {
+            if (array_key_exists($name, $this->ini)) {
+                $this->watched[$name] = ini_get($name);
+            }
+        }
+        $this->timezone = date_default_timezone_get();
+        $order = (string) ini_get('request_order');
+        $this->requestOrder = $order !== '' ? $order : (string) ini_get('variables_order');
+        $this->exposePhp = (bool) ini_get('expose_php');
+        $this->parsePost = (bool) ini_get('enable_post_data_reading');
+        $this->postMaxSize = self::bytes((string) ini_get('post_max_size'));
+        $this->sessionName = session_name() ?: 'PHPSESSID';
+
+        $this->channel->send(Frame::encode(Frame::READY, 0, Frame::fields([
+            'protocol' => Frame::VERSION,
+            'pid' => getmypid(),
+            'php_version' => PHP_VERSION,
+            'sapi' => PHP_SAPI,
+            'library' => self::LIBRARY_VERSION,
+            'post_max_size' => (string) ini_get('post_max_size'),
+            'upload_max_filesize' => (string) ini_get('upload_max_filesize'),
+            'max_file_uploads' => (string) ini_get('max_file_uploads'),
+            'file_uploads' => (bool) ini_get('file_uploads'),
+            'enable_post_data_reading' => $this->parsePost,
+            'upload_tmp_dir' => ini_get('upload_tmp_dir') ?: sys_get_temp_dir(),
+        ])));
+    }
+
+    private function handle(callable $handler, Request $request): void
+    {
+        $this->begin($request);
+        try {
+            $handler();
+        } catch (\Throwable $e) {
+            $this->uncaught($e);
+        }
+        $this->finish(0);
+    }
+
+    private function begin(Request $request): void
+    {
+        if (ob_get_length()) {
+            // Printed between requests (a destructor, a shutdown of a library).
+            self::log('output between requests: ' . rtrim((string) ob_get_contents()));
+            ob_clean();
+        }
+        $server = unserialize($request->server, self::UNSERIALIZE);
+        if (!is_array($server)) {
+            throw ProtocolError::malformed('request: not a serialized array');
+        }
+        $this->requestId = $request->id;
+        $this->method = (string) ($server['REQUEST_METHOD'] ?? '');
+        $this->uri = (string) ($server['REQUEST_URI'] ?? '');
+        $_SERVER = $this->env === [] ? $server : $server + $this->env;
+
+        $_GET = [];
+        if (($server['QUERY_STRING'] ?? '') !== '') {
+            parse_str($server['QUERY_STRING'], $_GET);
+        }
+        $_COOKIE = isset($server['HTTP_COOKIE']) ? Globals::cookies($server['HTTP_COOKIE']) : [];
+        $_POST = [];
+        $_FILES = [];
+        if ($request->form !== null || $request->body !== '') {
+            $this->body($request, $server);
+        }
+        $_REQUEST = $_POST === [] && $this->requestOrder === 'GP'
+            ? $_GET
+            : Globals::request($this->requestOrder, $_GET, $_POST, $_COOKIE);
+
+        if ($this->sessionsUsed) {
+            // PHP only looks at the session cookie while no id is set, and
+            // a worker keeps the previous request's id: set it from this
+            // request's cookie, or clear it so a fresh session starts.
+            $cookie = $_COOKIE[$this->sessionName] ?? null;
+            $this->presetSessionId = is_string($cookie) && $cookie !== '' ? $cookie : null;
+            session_id($this->presetSessionId ?? '');
+        }
+        if ($this->timeLimit > 0) {
+            $this->renewTimeLimit();
+        }
+        $this->headSent = false;
+        $this->responseDone = false;
+        $this->explicitHead = null;
+        $this->inRequest = true;
+    }
+
+    /** @param array<string, mixed> $server */
+    private function body(Request $request, array $server): void
+    {
+        $isPost = $this->method === 'POST';
+        $length = (int) ($server['CONTENT_LENGTH'] ?? 0);
+        if ($isPost && $this->postMaxSize > 0 && $length > $this->postMaxSize) {
+            trigger_error(sprintf(
+                'PHP Request Startup: POST Content-Length of %d bytes exceeds the limit of %d bytes',
+                $length,
+                $this->postMaxSize,
+            ), E_USER_WARNING);
+            return;
+        }
+        if ($request->form !== null) {
+            $entries = unserialize($request->form, self::UNSERIALIZE);
+            if (is_array($entries)) {
+                [$_POST, $_FILES, $uploaded] = Globals::form($entries);
+                Uploads::accept($uploaded);
+            }
+            return;
+        }
+        if ($isPost && $this->parsePost && self::isUrlEncoded((string) ($server['CONTENT_TYPE'] ?? ''))) {
+            parse_str($request->body, $_POST);
+        }
+        InputStream::install($request->body);
+    }
+
+    /**
+     * Ends the current request: sends what it produced and resets state.
+     *
+     * @param int $flags END flags (Frame::FLAG_CLOSE when the worker exits)
+     */
+    public function finish(int $flags): void
+    {
+        if (!$this->inRequest) {
+            return;
+        }
+        // After fastcgi_finish_request() the response is already out.
+        if (!$this->responseDone) {
+            $this->sendResponse($flags | ($this->closeAfter || $this->bufferLost ? Frame::FLAG_CLOSE : 0));
+        }
+        $this->inRequest = false;
+        $this->reset();
+    }
+
+    /**
+     * Sends the response now and lets the handler go on without a client
+     * (fastcgi_finish_request()). Output after this point is discarded.
+     */
+    public function finishEarly(): bool
+    {
+        if (!$this->inRequest || $this->responseDone) {
+            return false;
+        }
+        $this->sendResponse(0);
+        return true;
+    }
+
+    private function sendResponse(int $flags): void
+    {
+        // Buffers the app left open are flushed into ours, as PHP does at
+        // the end of a request.
+        while (ob_get_level() > $this->baseLevel) {
+            $status = ob_get_status();
+            if (!(($status['flags'] ?? 0) & PHP_OUTPUT_HANDLER_REMOVABLE) || !ob_end_flush()) {
+                $flags |= Frame::FLAG_CLOSE;
+                break;
+            }
+        }
+        if (session_status() === PHP_SESSION_ACTIVE) {
+            $this->sessionsUsed = true;
+            session_write_close();
+        }
+        $body = $this->bufferLost ? '' : (string) ob_get_contents();
+        if ($body !== '') {
+            ob_clean();
+        }
+        $out = $this->headSent ? '' : $this->headFrame();
+        if ($body !== '') {
+            $out .= Frame::encode(Frame::BODY, $this->requestId, $body);
+        }
+        $out .= Frame::encode(Frame::END, $this->requestId, '', $flags);
+        $this->responseDone = true;
+        $this->headSent = true;
+        $this->channel->send($out);
+    }
+
+    private function headFrame(int $flags = 0): string
+    {
+        if ($this->explicitHead !== null) {
+            [$status, $lines] = $this->explicitHead;
+        } else {
+            $status = (int) http_response_code();
+            $lines = headers_list();
+            if ($this->presetSessionId !== null && session_id() === $this->presetSessionId) {
+                $lines = $this->withoutEchoedSessionCookie($lines);
+            }
+        }
+        if ($this->explicitHead === null && !self::hasContentType($lines)) {
+            $default = self::defaultContentType();
+            if ($default !== '') {
+                $lines[] = $default;
+            }
+        }
+        return Frame::encode(Frame::HEAD, $this->requestId, Frame::head($status, $lines), $flags);
+    }
+
+    /**
+     * The session id came from the client's cookie; PHP would not send that
+     * cookie back, and the Set-Cookie that session_id() caused must go.
+     *
+     * @param list<string> $lines
+     * @return list<string>
+     */
+    private function withoutEchoedSessionCookie(array $lines): array
+    {
+        $prefix = 'Set-Cookie: ' . urlencode($this->sessionName) . '=' . urlencode((string) $this->presetSessionId) . ';';
+        foreach ($lines as $i => $line) {
+            if (str_starts_with($line, $prefix)) {
+                unset($lines[$i]);
+                return array_values($lines);
+            }
+        }
+        return $lines;
+    }
+
+    /**
+     * Output handler of the base buffer: output the app flushes explicitly
+     * (ob_flush(), or past OUTPUT_CHUNK bytes) is streamed to Hearth.
+     */
+    private function onOutput(string $buffer, int $phase): string
+    {
+        if ($phase & PHP_OUTPUT_HANDLER_FINAL && $this->inRequest) {
+            $this->bufferLost = true;
+            self::log(sprintf(
+                'the app removed the output buffer Hearth captures responses with (ob_end_*() at level %d); '
+                . 'output after this point is lost and the worker will be replaced (%s %s)',
+                $this->baseLevel,
+                $this->method,
+                $this->uri,
+            ));
+        }
+        if ($buffer === '' || $phase & PHP_OUTPUT_HANDLER_CLEAN) {
+            return '';
+        }
+        if (!$this->inRequest || $this->responseDone) {
+            if (!$this->inRequest) {
+                self::log('output between requests: ' . rtrim($buffer));
+            }
+            return '';
+        }
+        $out = $this->headSent ? '' : $this->headFrame(Frame::FLAG_STREAM);
+        $this->headSent = true;
+        $this->channel->send($out . Frame::encode(Frame::BODY, $this->requestId, $buffer));
+        return '';
+    }
+
+    private function uncaught(\Throwable $e): void
+    {
+        $handler = set_exception_handler(null);
+        set_exception_handler($handler);
+        if ($handler !== null) {
+            try {
+                $handler($e);
+                return;
+            } catch (\Throwable $again) {
+                $e = $again;
+            }
+        }
+        $this->reportFailure('exception', get_class($e), $e->getMessage(), $e->getFile(), $e->getLine(), $e->getTraceAsString(), (int) $e->getCode());
+        if (!$this->headSent) {
+            http_response_code(500);
+        }
+        if (ini_get('display_errors')) {
+            echo self::displayUncaught($e);
+        }
+        $logFile = (string) ini_get('error_log');
+        if ($logFile !== '' && ini_get('log_errors')) {
+            error_log('PHP Fatal error:  ' . self::uncaughtText($e));
+        }
+    }
+
+    private function onShutdown(): void
+    {
+        if (!$this->inRequest) {
+            return;
+        }
+        // exit or a fatal error in the handler: PHP is shutting down, so
+        // answer this request and let Hearth start a new worker.
+        @ini_set('memory_limit', '-1');
+        $error = error_get_last();
+        if ($error !== null && ($error['type'] & self::FATAL_ERRORS)) {
+            $this->reportFailure('fatal', self::errorName($error['type']), $error['message'], $error['file'], $error['line'], '', 0);
+            if (!$this->headSent && http_response_code() === 200) {
+                http_response_code(500);
+            }
+        }
+        $this->closeAfter = true;
+        try {
+            $this->finish(Frame::FLAG_CLOSE);
+        } catch (\Throwable $e) {
+            self::log('could not deliver the response while shutting down: ' . $e->getMessage());
+        }
+        header_remove();
+        ini_set('default_mimetype', '');
+    }
+
+    private function reportFailure(string $kind, string $class, string $message, string $file, int $line, string $trace, int $code): void
+    {
+        try {
+            $this->channel->send(Frame::encode(Frame::ERROR, $this->requestId, Frame::fields([
+                'kind' => $kind,
+                'class' => $class,
+                'message' => $message,
+                'code' => $code,
+                'file' => $file,
+                'line' => $line,
+                'trace' => $trace,
+                'method' => $this->method,
+                'uri' => $this->uri,
+            ])));
+        } catch (\Throwable) {
+            // Hearth is gone; the log line below is all that is left.
+            self::log(sprintf('%s: %s in %s:%d', $class, $message, $file, $line));
+        }
+    }
+
+    /** Puts back what the request changed, so the next one starts clean. */
+    private function reset(): void
+    {
+        while (ob_get_level() > $this->baseLevel && @ob_end_clean()) {
+        }
+        if (ob_get_level() < $this->baseLevel || $this->bufferLost) {
+            $this->closeAfter = true;
+        }
+        header_remove();
+        http_response_code(200);
+        if (InputStream::isInstalled()) {
+            InputStream::uninstall();
+        }
+        Uploads::clear();
+        $_SESSION = [];
+
+        $this->restoreIni();
+        if (date_default_timezone_get() !== $this->timezone) {
+            date_default_timezone_set($this->timezone);
+        }
+        error_clear_last();
+    }
+
+    private function restoreIni(): void
+    {
+        foreach ($this->watched as $name => $value) {
+            if (ini_get($name) !== $value) {
+                @ini_set($name, (string) $value);
+            }
+        }
+        if (++$this->requests % self::FULL_INI_CHECK !== 0) {
+            return;
+        }
+        foreach (ini_get_all(null, false) as $name => $value) {
+            $boot = $this->ini[$name] ?? $value;
+            if ($boot !== $value && !isset($this->watched[$name])) {
+                self::log(sprintf(
+                    'the app changed %s from %s to %s at runtime; restored (settings outside the watched list are checked every %d requests)',
+                    $name,
+                    var_export($boot, true),
+                    var_export($value, true),
+                    self::FULL_INI_CHECK,
+                ));
+                @ini_set($name, (string) $boot);
+            }
+        }
+    }
+
+    /**
+     * Gives the request max_execution_time, as php-fpm does.
+     *
+     * set_time_limit() is a setitimer() system call. The timer counts CPU
+     * time, which never exceeds wall time, so while less than 1% of the
+     * limit has passed on the wall clock since the last renewal the current
+     * request still has at least 99% of its time; only then is the call
+     * skipped. Under load that saves a system call on nearly every request.
+     */
+    private function renewTimeLimit(): void
+    {
+        $now = hrtime(true) / 1e9;
+        if ($now - $this->timeLimitSetAt > $this->timeLimit * 0.01) {
+            set_time_limit($this->timeLimit);
+            $this->timeLimitSetAt = $now;
+        }
+    }
+
+    public function requestClose(): void
+    {
+        $this->closeAfter = true;
+    }
+
+    /**
+     * Sets the response head directly (PSR-7 responses), bypassing header().
+     *
+     * @param list<string> $lines
+     */
+    public function setHead(int $status, array $lines): void
+    {
+        $this->explicitHead = [$status, $lines];
+    }
+
+    public static function log(string $message): void
+    {
+        static $stderr = null;
+        $stderr ??= fopen('php://stderr', 'w');
+        if ($stderr !== false) {
+            fwrite($stderr, 'hearth: ' . str_replace("\n", "\n  ", $message) . "\n");
+        }
+    }
+
+    /** @param list<string> $lines */
+    private static function hasContentType(array $lines): bool
+    {
+        foreach ($lines as $line) {
+            if (strncasecmp($line, 'content-type:', 13) === 0) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** The Content-Type PHP adds when the app sets none. */
+    private static function defaultContentType(): string
+    {
+        $type = (string) ini_get('default_mimetype');
+        $charset = (string) ini_get('default_charset');
+        if ($type === '') {
+            return '';
+        }
+        if ($charset !== '' && str_starts_with($type, 'text/')) {
+            $type .= '; charset=' . $charset;
+        }
+        return 'Content-type: ' . $type;
+    }
+
+    private static function isUrlEncoded(string $contentType): bool
+    {
+        $semicolon = strpos($contentType, ';');
+        $type = strtolower(trim($semicolon === false ? $contentType : substr($contentType, 0, $semicolon)));
+        return $type === 'application/x-www-form-urlencoded';
+    }
+
+    /** Bytes in an ini quantity such as "8M"; 0 means no limit. */
+    public static function bytes(string $value): int
+    {
+        $value = trim($value);
+        if ($value === '') {
+            return 0;
+        }
+        $number = (int) $value;
+        return match (strtolower(substr($value, -1))) {
+            'k' => $number * 1024,
+            'm' => $number * 1048576,
+            'g' => $number * 1073741824,
+            default => $number,
+        };
+    }
+
+    private static function uncaughtText(\Throwable $e): string
+    {
+        return sprintf("Uncaught %s\n  thrown in %s on line %d", (string) $e, $e->getFile(), $e->getLine());
+    }
+
+    private static function displayUncaught(\Throwable $e): string
+    {
+        if (ini_get('html_errors')) {
+            return sprintf(
+                "<br />\n<b>Fatal error</b>:  Uncaught %s\n  thrown in <b>%s</b> on line <b>%d</b><br />\n",
+                htmlspecialchars((string) $e, ENT_QUOTES | ENT_SUBSTITUTE),
+                htmlspecialchars($e->getFile(), ENT_QUOTES | ENT_SUBSTITUTE),
+                $e->getLine(),
+            );
+        }
+        return "PHP Fatal error:  " . self::uncaughtText($e) . "\n";
+    }
+
+    private static function errorName(int $type): string
+    {
+        return match ($type) {
+            E_ERROR => 'E_ERROR',
+            E_PARSE => 'E_PARSE',
+            E_CORE_ERROR => 'E_CORE_ERROR',
+            E_COMPILE_ERROR => 'E_COMPILE_ERROR',
+            E_USER_ERROR => 'E_USER_ERROR',
+            E_RECOVERABLE_ERROR => 'E_RECOVERABLE_ERROR',
+            default => 'E_' . $type,
+        };
+    }
+}

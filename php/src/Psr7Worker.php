@@ -1,0 +1,192 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Hearth;
+
+use Hearth\Internal\Runtime;
+use Psr\Http\Message\ResponseInterface;
+use Psr\Http\Message\ServerRequestInterface;
+use Psr\Http\Message\UploadedFileInterface;
+
+/**
+ * Runs a PSR-7 app in a warm worker:
+ *
+ *     $factory = new Nyholm\Psr7\Factory\Psr17Factory();
+ *     $app = bootMyApp();
+ *     Hearth\Psr7Worker::serve($factory, fn (ServerRequestInterface $r) => $app->handle($r));
+ *
+ * The factory is any PSR-17 implementation (server request, stream,
+ * uploaded file and URI factories; nyholm/psr7's Psr17Factory is all four).
+ * Hearth itself depends on no PSR package: it only calls these methods.
+ * Under php-fpm the same script builds the request from the globals and
+ * emits the response with header() and echo.
+ */
+final class Psr7Worker
+{
+    private const EMIT_CHUNK = 65536;
+
+    /**
+     * @param object $factory PSR-17 ServerRequestFactory, StreamFactory,
+     *                        UploadedFileFactory and UriFactory in one object
+     * @param callable(ServerRequestInterface): ResponseInterface $handler
+     */
+    public static function serve(object $factory, callable $handler): void
+    {
+        Worker::serve(static function () use ($factory, $handler): void {
+            self::emit($handler(self::requestFromGlobals($factory)));
+        });
+    }
+
+    /**
+     * The current request as a PSR-7 server request.
+     */
+    public static function requestFromGlobals(object $factory): ServerRequestInterface
+    {
+        $server = $_SERVER;
+        $method = (string) ($server['REQUEST_METHOD'] ?? 'GET');
+        $request = $factory->createServerRequest($method, $factory->createUri(self::uri($server)), $server);
+        foreach (self::headers($server) as $name => $value) {
+            $request = $request->withHeader($name, $value);
+        }
+        $protocol = (string) ($server['SERVER_PROTOCOL'] ?? 'HTTP/1.1');
+        if (str_starts_with($protocol, 'HTTP/') && substr($protocol, 5) !== '1.1') {
+            $request = $request->withProtocolVersion(substr($protocol, 5));
+        }
+        $request = $request
+            ->withCookieParams($_COOKIE)
+            ->withQueryParams($_GET)
+            ->withUploadedFiles(self::uploadedFiles($factory, $_FILES));
+        if ($method === 'POST' && self::isForm((string) ($server['CONTENT_TYPE'] ?? ''))) {
+            $request = $request->withParsedBody($_POST);
+        }
+        if (($server['CONTENT_LENGTH'] ?? '') !== '') {
+            $request = $request->withBody($factory->createStreamFromFile('php://input', 'r'));
+        }
+        return $request;
+    }
+
+    /**
+     * Sends a PSR-7 response: straight to Hearth inside a worker, with
+     * header() and echo anywhere else.
+     */
+    public static function emit(ResponseInterface $response): void
+    {
+        $lines = [];
+        foreach ($response->getHeaders() as $name => $values) {
+            foreach ($values as $value) {
+                $lines[] = $name . ': ' . $value;
+            }
+        }
+        $runtime = Runtime::current();
+        if ($runtime !== null) {
+            $runtime->setHead($response->getStatusCode(), $lines);
+        } else {
+            if (!headers_sent()) {
+                header(sprintf(
+                    'HTTP/%s %d %s',
+                    $response->getProtocolVersion(),
+                    $response->getStatusCode(),
+                    $response->getReasonPhrase(),
+                ), true, $response->getStatusCode());
+                foreach ($lines as $line) {
+                    header($line, false);
+                }
+            }
+        }
+        $body = $response->getBody();
+        $size = $body->getSize();
+        if ($size !== null && $size <= self::EMIT_CHUNK * 16) {
+            echo (string) $body;
+            return;
+        }
+        if ($body->isSeekable()) {
+            $body->rewind();
+        }
+        while (!$body->eof()) {
+            $chunk = $body->read(self::EMIT_CHUNK);
+            if ($chunk === '') {
+                break;
+            }
+            echo $chunk;
+        }
+    }
+
+    /** @param array<string, mixed> $server */
+    private static function uri(array $server): string
+    {
+        $https = ($server['HTTPS'] ?? '') !== '' && strtolower((string) $server['HTTPS']) !== 'off';
+        $host = (string) ($server['HTTP_HOST'] ?? '');
+        if ($host === '') {
+            $host = (string) ($server['SERVER_NAME'] ?? 'localhost');
+            $port = (string) ($server['SERVER_PORT'] ?? '');
+            if ($port !== '' && $port !== ($https ? '443' : '80')) {
+                $host .= ':' . $port;
+            }
+        }
+        return ($https ? 'https' : 'http') . '://' . $host . (string) ($server['REQUEST_URI'] ?? '/');
+    }
+
+    /**
+     * @param array<string, mixed> $server
+     * @return array<string, string>
+     */
+    private static function headers(array $server): array
+    {
+        $headers = [];
+        foreach ($server as $key => $value) {
+            if (str_starts_with((string) $key, 'HTTP_')) {
+                $name = str_replace(' ', '-', ucwords(strtolower(str_replace('_', ' ', substr((string) $key, 5)))));
+                $headers[$name] = (string) $value;
+            }
+        }
+        foreach (['CONTENT_TYPE' => 'Content-Type', 'CONTENT_LENGTH' => 'Content-Length'] as $key => $name) {
+            if (($server[$key] ?? '') !== '') {
+                $headers[$name] = (string) $server[$key];
+            }
+        }
+        return $headers;
+    }
+
+    private static function isForm(string $contentType): bool
+    {
+        $type = strtolower(trim(explode(';', $contentType, 2)[0]));
+        return $type === 'application/x-www-form-urlencoded' || $type === 'multipart/form-data';
+    }
+
+    /**
+     * $_FILES in PSR-7 shape: one UploadedFileInterface per file, nested
+     * as the field names are.
+     *
+     * @param array<array-key, mixed> $files
+     * @return array<array-key, mixed>
+     */
+    private static function uploadedFiles(object $factory, array $files): array
+    {
+        $out = [];
+        foreach ($files as $key => $file) {
+            if (is_array($file) && isset($file['tmp_name'], $file['error'])) {
+                $out[$key] = self::fileTree($factory, $file['tmp_name'], $file['size'] ?? 0, $file['error'], $file['name'] ?? null, $file['type'] ?? null);
+            } elseif (is_array($file)) {
+                $out[$key] = self::uploadedFiles($factory, $file);
+            }
+        }
+        return $out;
+    }
+
+    /** @return UploadedFileInterface|array<array-key, mixed> */
+    private static function fileTree(object $factory, mixed $tmp, mixed $size, mixed $error, mixed $name, mixed $type): mixed
+    {
+        if (is_array($tmp)) {
+            $out = [];
+            foreach ($tmp as $k => $t) {
+                $out[$k] = self::fileTree($factory, $t, $size[$k] ?? 0, $error[$k] ?? UPLOAD_ERR_NO_FILE, $name[$k] ?? null, $type[$k] ?? null);
+            }
+            return $out;
+        }
+        $stream = (int) $error === UPLOAD_ERR_OK
+            ? $factory->createStreamFromFile((string) $tmp, 'r')
+            : $factory->createStream('');
+        return $factory->createUploadedFile($stream, (int) $size, (int) $error, $name, $type);
+    }
+}

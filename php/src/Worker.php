@@ -1,0 +1,65 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Hearth;
+
+use Hearth\Internal\Channel;
+use Hearth\Internal\Runtime;
+
+/**
+ * Runs an app in a warm worker under `hearth serve`, and normally anywhere else.
+ *
+ *     require __DIR__ . '/vendor/autoload.php';
+ *     $app = bootMyApp();                        // once per worker
+ *     Hearth\Worker::serve(function () use ($app) {
+ *         $app->run();                           // once per request
+ *     });
+ *
+ * Inside the handler, superglobals, echo, header(), setcookie(), sessions,
+ * php://input and exit behave as under php-fpm. Under php-fpm, `php -S` or
+ * any other SAPI, serve() simply calls the handler once for the current
+ * request, so the same script works in both places.
+ */
+final class Worker
+{
+    /**
+     * Calls $handler for every request Hearth sends this worker, or once
+     * when the script is not running under Hearth. Returns when Hearth asks
+     * the worker to stop.
+     *
+     * @param callable(): mixed $handler
+     */
+    public static function serve(callable $handler): void
+    {
+        if (!self::isManaged()) {
+            $handler();
+            return;
+        }
+        Runtime::run(Channel::fromStdin(self::maxPayload()), $handler);
+    }
+
+    /**
+     * Whether this process is a worker started by Hearth.
+     */
+    public static function isManaged(): bool
+    {
+        return Runtime::current() !== null || getenv('HEARTH_PROTOCOL') === (string) Internal\Frame::VERSION;
+    }
+
+    /**
+     * Asks Hearth to replace this worker once the current request is done,
+     * e.g. after a request that left the app in a state it cannot clean up.
+     * Has no effect outside Hearth.
+     */
+    public static function replaceAfterRequest(): void
+    {
+        Runtime::current()?->requestClose();
+    }
+
+    private static function maxPayload(): int
+    {
+        $max = (int) getenv('HEARTH_MAX_PAYLOAD');
+        return $max > 0 ? $max : 16777216;
+    }
+}
