@@ -1,0 +1,513 @@
+//! `hearth serve` over real HTTP with real PHP workers: what a legacy app
+//! relies on, and what happens when workers fail.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::time::Duration;
+
+use support::{eventually, fixture, Connection, CookieJar, Req, Server};
+
+fn app() -> Server {
+    Server::start(&fixture("app.php"), &[])
+}
+
+#[test]
+fn superglobals_match_what_php_fpm_gives() {
+    let server = app();
+    let r = Req::new("GET", "/env?a=1&b[]=2&b[]=3&c%20d=e+f")
+        .header("Cookie", "c1=v%201; c2=x+y; arr[k]=v")
+        .header("X-Custom-Header", "custom")
+        .header("X_Underscore", "dropped")
+        .header("Proxy", "http://evil.test")
+        .header("User-Agent", "hearth-test")
+        .send(server.addr);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let env = r.json();
+    let s = &env["server"];
+    assert_eq!(s["REQUEST_METHOD"], "GET");
+    assert_eq!(s["REQUEST_URI"], "/env?a=1&b[]=2&b[]=3&c%20d=e+f");
+    assert_eq!(s["QUERY_STRING"], "a=1&b[]=2&b[]=3&c%20d=e+f");
+    assert_eq!(s["SERVER_PROTOCOL"], "HTTP/1.1");
+    assert_eq!(s["REMOTE_ADDR"], "127.0.0.1");
+    assert!(s["REMOTE_PORT"].as_str().is_some_and(|p| p.parse::<u16>().is_ok()));
+    assert_eq!(s["SERVER_ADDR"], "127.0.0.1");
+    assert_eq!(s["SERVER_PORT"], server.addr.port().to_string());
+    assert_eq!(s["SERVER_NAME"], "localhost");
+    assert_eq!(s["GATEWAY_INTERFACE"], "CGI/1.1");
+    assert_eq!(s["SCRIPT_NAME"], "/app.php");
+    assert_eq!(s["PHP_SELF"], "/app.php");
+    assert_eq!(s["SCRIPT_FILENAME"], fixture("app.php").to_string_lossy().as_ref());
+    assert_eq!(s["DOCUMENT_ROOT"], fixture("").to_string_lossy().trim_end_matches('/'));
+    assert_eq!(s["CONTENT_TYPE"], "");
+    assert_eq!(s["CONTENT_LENGTH"], "");
+    assert_eq!(s["HTTP_HOST"], "localhost");
+    assert_eq!(s["HTTP_X_CUSTOM_HEADER"], "custom");
+    assert_eq!(s["HTTP_USER_AGENT"], "hearth-test");
+    assert!(s.get("HTTP_X_UNDERSCORE").is_none(), "headers with underscores are dropped, as nginx does");
+    assert!(s.get("HTTP_PROXY").is_none(), "httpoxy");
+    assert!(s["REQUEST_TIME"].is_i64());
+    assert!(s["REQUEST_TIME_FLOAT"].is_f64());
+    assert_eq!(env["get"]["a"], "1");
+    assert_eq!(env["get"]["b"], serde_json::json!(["2", "3"]));
+    assert_eq!(env["get"]["c_d"], "e f");
+    assert_eq!(env["cookie"]["c1"], "v 1");
+    assert_eq!(env["cookie"]["c2"], "x+y", "cookie values are raw-URL-decoded: + stays +");
+    assert_eq!(env["cookie"]["arr"]["k"], "v");
+    assert_eq!(env["request"]["a"], "1");
+    assert!(env["request"].get("c1").is_none(), "request_order GP leaves cookies out");
+    assert_eq!(env["headers_sent"], false);
+}
+
+#[test]
+fn superglobals_do_not_leak_into_the_next_request() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let first = Req::new("POST", "/env?only=first")
+        .header("Cookie", "secret=abc")
+        .form("posted=1")
+        .send(server.addr)
+        .json();
+    assert_eq!(first["post"]["posted"], "1");
+    let second = server.get("/env").json();
+    assert_eq!(second["pid"], first["pid"], "same worker");
+    assert_eq!(second["get"], serde_json::json!([]));
+    assert_eq!(second["post"], serde_json::json!([]));
+    assert_eq!(second["cookie"], serde_json::json!([]));
+    assert_eq!(second["files"], serde_json::json!([]));
+    assert!(second["server"].get("HTTP_COOKIE").is_none());
+    assert_eq!(second["input"], "");
+}
+
+#[test]
+fn urlencoded_forms_fill_post_and_php_input() {
+    let server = app();
+    let body = "name=Ada+Lovelace&tags[]=a&tags[]=b&nested[x][y]=z&empty=";
+    let env = Req::new("POST", "/env?q=1").form(body).send(server.addr).json();
+    assert_eq!(env["post"]["name"], "Ada Lovelace");
+    assert_eq!(env["post"]["tags"], serde_json::json!(["a", "b"]));
+    assert_eq!(env["post"]["nested"]["x"]["y"], "z");
+    assert_eq!(env["post"]["empty"], "");
+    assert_eq!(env["request"]["q"], "1");
+    assert_eq!(env["request"]["name"], "Ada Lovelace");
+    let input = b64(&env["input"]);
+    assert_eq!(input, body.as_bytes(), "php://input holds the raw body");
+    assert_eq!(env["input_again"], env["input"], "php://input can be read twice");
+    assert_eq!(env["server"]["CONTENT_TYPE"], "application/x-www-form-urlencoded");
+    assert_eq!(env["server"]["CONTENT_LENGTH"], body.len().to_string());
+}
+
+#[test]
+fn raw_bodies_are_read_through_php_input_and_not_parsed() {
+    let server = app();
+    let json = r#"{"a":[1,2,3],"b":"é"}"#;
+    let env = Req::new("PUT", "/env")
+        .header("Content-Type", "application/json")
+        .body(json)
+        .send(server.addr)
+        .json();
+    assert_eq!(b64(&env["input"]), json.as_bytes());
+    assert_eq!(env["post"], serde_json::json!([]));
+    assert_eq!(env["server"]["REQUEST_METHOD"], "PUT");
+
+    // A urlencoded PUT is not parsed into $_POST either, as in PHP.
+    let env = Req::new("PUT", "/env").form("a=1").send(server.addr).json();
+    assert_eq!(env["post"], serde_json::json!([]));
+    assert_eq!(b64(&env["input"]), b"a=1");
+}
+
+#[test]
+fn chunked_request_bodies_arrive_whole() {
+    let server = app();
+    let mut conn = Connection::open(server.addr);
+    conn.send(b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+    let r = conn.read_response(false).json();
+    assert_eq!(r["length"], 11);
+    assert_eq!(r["md5"], format!("{:x}", md5_of(b"hello world")));
+    assert_eq!(r["content_length"], "11");
+}
+
+#[test]
+fn multipart_forms_fill_post_and_files_and_uploads_can_be_moved() {
+    let server = app();
+    let content = b"file contents \x00\xff binary".to_vec();
+    let env = Req::new("POST", "/env")
+        .multipart(&[
+            ("title", None, None, b"Hello"),
+            ("doc", Some("report.txt"), Some("text/plain"), &content),
+            ("many[]", Some("a.bin"), Some("application/octet-stream"), b"AAAA"),
+            ("many[]", Some("b.bin"), Some("application/octet-stream"), b"BBBBBB"),
+            ("nofile", Some(""), Some("application/octet-stream"), b""),
+        ])
+        .send(server.addr)
+        .json();
+    assert_eq!(env["post"]["title"], "Hello");
+    let doc = &env["files"]["doc"];
+    assert_eq!(doc["name"], "report.txt");
+    assert_eq!(doc["full_path"], "report.txt");
+    assert_eq!(doc["type"], "text/plain");
+    assert_eq!(doc["error"], 0);
+    assert_eq!(doc["size"], content.len());
+    assert!(doc["tmp_name"].as_str().is_some_and(|t| t.contains("/php")), "{doc}");
+    let many = &env["files"]["many"];
+    assert_eq!(many["name"], serde_json::json!(["a.bin", "b.bin"]));
+    assert_eq!(many["size"], serde_json::json!([4, 6]));
+    assert_eq!(many["error"], serde_json::json!([0, 0]));
+    assert_eq!(env["files"]["nofile"]["error"], 4, "UPLOAD_ERR_NO_FILE");
+    assert_eq!(env["input"], "", "php://input is empty for multipart forms, as in PHP");
+
+    let moved = Req::new("POST", "/upload")
+        .multipart(&[("doc", Some("r.txt"), Some("text/plain"), &content)])
+        .send(server.addr)
+        .json();
+    let want = format!("{:x}", md5_of(&content));
+    assert_eq!(moved["doc"]["is_uploaded"], true);
+    assert_eq!(moved["doc"]["md5"], want.as_str());
+    assert_eq!(moved["doc"]["moved"], true, "move_uploaded_file() accepts the upload: {moved}");
+    assert_eq!(moved["doc"]["moved_md5"], want.as_str());
+    assert_eq!(moved["doc"]["tmp_exists_after_move"], false);
+    assert_eq!(moved["not_an_upload"], false, "move_uploaded_file() refuses files that were not uploaded");
+}
+
+#[test]
+fn uploaded_files_are_removed_after_the_request() {
+    let server = app();
+    let r = Req::new("POST", "/tmpname")
+        .multipart(&[("f", Some("x.txt"), Some("text/plain"), b"temporary")])
+        .send(server.addr)
+        .json();
+    assert_eq!(r["exists"], true, "the file exists while the request runs");
+    let tmp = r["tmp"].as_str().expect("tmp name").to_owned();
+    eventually(Duration::from_secs(5), "the upload to be removed", || (!std::path::Path::new(&tmp).exists()).then_some(()));
+}
+
+#[test]
+fn uploads_over_upload_max_filesize_are_refused_like_php_does() {
+    let server = Server::start(&fixture("app.php"), &["-d", "upload_max_filesize=1K"]);
+    let big = vec![b'x'; 4096];
+    let env = Req::new("POST", "/env")
+        .multipart(&[("f", Some("big.bin"), Some("application/octet-stream"), &big), ("g", Some("small.bin"), None, b"ok")])
+        .send(server.addr)
+        .json();
+    assert_eq!(env["files"]["f"]["error"], 1, "UPLOAD_ERR_INI_SIZE: {}", env["files"]);
+    assert_eq!(env["files"]["f"]["tmp_name"], "");
+    assert_eq!(env["files"]["f"]["size"], 0);
+    assert_eq!(env["files"]["g"]["error"], 0);
+}
+
+#[test]
+fn headers_status_and_cookies() {
+    let server = app();
+    let r = server.get("/headers");
+    assert_eq!(r.status, 201);
+    assert_eq!(r.header("x-one"), Some("1"));
+    assert_eq!(r.headers_named("x-two"), vec!["2", "2b"]);
+    assert_eq!(r.header("x-removed"), None);
+    let cookies = r.headers_named("set-cookie");
+    assert_eq!(cookies.len(), 2, "{cookies:?}");
+    assert_eq!(cookies[0], "plain=v%20a%3Bl");
+    assert!(cookies[1].starts_with("opts=x; expires="), "{}", cookies[1]);
+    assert!(cookies[1].contains("path=/p") && cookies[1].contains("HttpOnly") && cookies[1].contains("SameSite=Lax"));
+    let body = r.json();
+    assert_eq!(body["code"], 201);
+    assert!(body["list"].as_array().expect("list").iter().any(|h| h == "X-One: 1"));
+
+    let r = server.get("/status-header");
+    assert_eq!(r.status, 418, "a Status: header sets the status, as behind php-fpm");
+    assert!(r.header("status").is_none());
+
+    let r = server.get("/redirect");
+    assert_eq!(r.status, 302, "header('Location: ...') implies 302");
+    assert_eq!(r.header("location"), Some("/elsewhere"));
+
+    let r = server.get("/no-content");
+    assert_eq!(r.status, 204);
+    assert!(r.body.is_empty());
+
+    let r = server.get("/nothing-here");
+    assert_eq!(r.status, 404);
+    assert_eq!(r.header("content-type"), Some("text/html; charset=UTF-8"), "PHP's default content type");
+}
+
+#[test]
+fn head_requests_get_headers_without_a_body() {
+    let server = app();
+    let r = Req::new("HEAD", "/big?n=1000").send(server.addr);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some("1000"));
+    assert!(r.body.is_empty());
+}
+
+#[test]
+fn sessions_persist_per_client_and_are_never_shared() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let mut alice = CookieJar::default();
+    let mut bob = CookieJar::default();
+    let session = |jar: &mut CookieJar, path: &str| {
+        let mut req = Req::new("GET", path);
+        if !jar.header().is_empty() {
+            req = req.header("Cookie", &jar.header());
+        }
+        let r = req.send(server.addr);
+        jar.store(&r);
+        (r.json(), r)
+    };
+    let (a1, r) = session(&mut alice, "/session?set=alice-secret");
+    assert_eq!(a1["count"], 1);
+    assert!(r.header("set-cookie").is_some_and(|c| c.starts_with("PHPSESSID=")));
+    let (a2, r) = session(&mut alice, "/session");
+    assert_eq!(a2["count"], 2);
+    assert_eq!(a2["secret"], "alice-secret");
+    assert!(r.header("set-cookie").is_none(), "an existing session cookie is not sent again");
+
+    let (b1, _) = session(&mut bob, "/session");
+    assert_eq!(b1["count"], 1, "bob starts his own session on the same worker");
+    assert_eq!(b1["secret"], serde_json::Value::Null);
+    assert_ne!(b1["id"], a1["id"]);
+
+    let anon = server.get("/session-peek").json();
+    assert_eq!(anon["status"], 1, "PHP_SESSION_NONE for a request that did not start one");
+    assert_eq!(anon["session"], serde_json::json!([]));
+
+    let (a3, _) = session(&mut alice, "/session");
+    assert_eq!(a3["count"], 3);
+    assert_eq!(a3["id"], a1["id"]);
+}
+
+#[test]
+fn exit_sends_what_was_produced_and_the_worker_is_replaced() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let before = server.get("/pid").json()["pid"].clone();
+    let r = server.get("/exit");
+    assert_eq!(r.status, 202);
+    assert_eq!(r.header("x-before-exit"), Some("yes"));
+    assert_eq!(r.text(), "before exit;exit message");
+    let after = eventually(Duration::from_secs(10), "a new worker", || {
+        let r = server.get("/pid");
+        (r.status == 200).then(|| r.json()["pid"].clone())
+    });
+    assert_ne!(after, before, "exit ends the worker; a new one took over");
+}
+
+#[test]
+fn uncaught_exceptions_give_500_and_a_log_line_and_the_worker_goes_on() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let pid = server.get("/pid").json()["pid"].clone();
+    let r = server.get("/throw");
+    assert_eq!(r.status, 500);
+    assert_eq!(r.text(), "partial output;", "display_errors is off: the output so far, no error text");
+    assert_eq!(r.header("x-set-before"), Some("yes"));
+    server.wait_for_log("the handler failed on purpose", Duration::from_secs(5));
+    let log = server.log();
+    let line = log.lines().find(|l| l.contains("the handler failed on purpose")).expect("log line");
+    assert!(line.contains("RuntimeException"), "{line}");
+    assert!(line.contains("app.php:"), "file and line: {line}");
+    assert!(log.contains("#0 "), "a stack trace is logged:\n{log}");
+    let next = server.get("/pid").json();
+    assert_eq!(next["pid"], pid, "the worker survives an exception");
+}
+
+#[test]
+fn fatal_errors_give_500_and_the_worker_is_replaced() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let pid = server.get("/pid").json()["pid"].clone();
+    let r = server.get("/user-fatal");
+    assert_eq!(r.status, 500);
+    assert_eq!(r.text(), "partial;", "the output before the fatal error is sent, as under php-fpm");
+    server.wait_for_log("a fatal error on purpose", Duration::from_secs(5));
+    let next = eventually(Duration::from_secs(10), "a new worker", || {
+        let r = server.get("/pid");
+        (r.status == 200).then(|| r.json()["pid"].clone())
+    });
+    assert_ne!(next, pid);
+
+    // Out of memory, PHP drops the buffered output itself (php-fpm sends
+    // an empty 500 too).
+    let r = server.get("/fatal");
+    assert_eq!(r.status, 500);
+    assert_eq!(r.text(), "");
+    server.wait_for_log("Allowed memory size", Duration::from_secs(5));
+    let last = eventually(Duration::from_secs(10), "a new worker", || {
+        let r = server.get("/pid");
+        (r.status == 200).then(|| r.json()["pid"].clone())
+    });
+    assert_ne!(last, next);
+}
+
+#[test]
+fn flushed_output_is_streamed_before_the_handler_finishes() {
+    let server = app();
+    let dir = support::tempdir();
+    let go = dir.path().join("go");
+    let mut conn = Connection::open(server.addr);
+    conn.send(format!("GET /stream?go={} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", go.display()).as_bytes());
+    let head = conn.read_head();
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("x-streamed"), Some("yes"));
+    assert_eq!(head.header("transfer-encoding"), Some("chunked"));
+    // The handler is now waiting for `go`: the first chunk can only have
+    // arrived because it was streamed.
+    let first = conn.read_chunk().expect("first chunk");
+    assert_eq!(first, b"first chunk\n");
+    std::fs::write(&go, b"").expect("go");
+    let mut rest = Vec::new();
+    while let Some(chunk) = conn.read_chunk() {
+        rest.extend(chunk);
+    }
+    assert_eq!(rest, b"second chunk\n");
+}
+
+#[test]
+fn a_worker_killed_mid_request_fails_only_that_request() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let dir = support::tempdir();
+    let pidfile = dir.path().join("pid");
+    let addr = server.addr;
+    let path = format!("/sleep?pidfile={}", pidfile.display());
+    let victim = std::thread::spawn(move || Req::new("GET", &path).send(addr));
+    let pid = eventually(Duration::from_secs(10), "the worker to record its pid", || {
+        std::fs::read_to_string(&pidfile).ok().filter(|p| !p.is_empty())
+    });
+    let status = std::process::Command::new("kill").args(["-KILL", pid.trim()]).status().expect("kill");
+    assert!(status.success());
+    let r = victim.join().expect("request thread");
+    assert_eq!(r.status, 502);
+    let next = server.get("/pid");
+    assert_eq!(next.status, 200, "the next request succeeds: {}", next.text());
+    assert_ne!(next.json()["pid"].to_string(), pid.trim());
+}
+
+#[test]
+fn a_script_broken_at_boot_gets_503_then_recovers_when_fixed() {
+    let dir = support::tempdir();
+    let script = dir.path().join("worker.php");
+    std::fs::write(&script, "<?php\nthrow new LogicException('config missing: DATABASE_URL');\n").expect("write");
+    let server = Server::spawn(&script, &["--workers", "1"]);
+    server.wait_for_log("worker failed to boot", Duration::from_secs(10));
+    assert!(server.log().contains("config missing: DATABASE_URL"), "the boot error is logged:\n{}", server.log());
+    let r = server.get("/");
+    assert_eq!(r.status, 503);
+    assert_eq!(r.header("retry-after"), Some("1"));
+
+    let autoload = support::root().join("php/autoload.php");
+    std::fs::write(
+        &script,
+        format!("<?php\nrequire '{}';\nHearth\\Worker::serve(function () {{ echo 'fixed'; }});\n", autoload.display()),
+    )
+    .expect("fix");
+    let r = eventually(Duration::from_secs(20), "the fixed worker to boot", || {
+        let r = server.get("/");
+        (r.status == 200).then_some(r)
+    });
+    assert_eq!(r.text(), "fixed");
+}
+
+#[test]
+fn bodies_over_the_limit_get_413_before_any_worker_sees_them() {
+    let server = Server::start(&fixture("app.php"), &["--max-body-size", "1K", "--workers", "1"]);
+    let served = server.get("/pid").json()["served"].as_u64().expect("served");
+    let r = Req::new("POST", "/env").form(&"a".repeat(2000)).send(server.addr);
+    assert_eq!(r.status, 413);
+    let mut conn = Connection::open(server.addr);
+    conn.send(b"POST /env HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n400\r\n");
+    conn.send(&[b'a'; 1024]);
+    conn.send(b"\r\n400\r\n");
+    conn.send(&[b'a'; 1024]);
+    conn.send(b"\r\n0\r\n\r\n");
+    assert_eq!(conn.read_response(false).status, 413, "a chunked body is counted as it arrives");
+    let after = server.get("/pid").json()["served"].as_u64().expect("served");
+    assert_eq!(after, served + 1, "only the /pid request reached the worker");
+}
+
+#[test]
+fn large_bodies_both_ways_arrive_intact() {
+    let server = app();
+    let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let r = Req::new("POST", "/echo").header("Content-Type", "application/octet-stream").body(body.clone()).send(server.addr);
+    assert_eq!(r.json()["md5"], format!("{:x}", md5_of(&body)));
+    let r = server.get("/big?n=5000000");
+    assert_eq!(r.body.len(), 5_000_000);
+    let chunk = b"0123456789abcdef".repeat(4096);
+    assert!(r.body.chunks(chunk.len()).all(|c| chunk.starts_with(c)));
+}
+
+#[test]
+fn state_a_request_changes_is_reset_before_the_next() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let first = server.get("/ini").json();
+    let second = server.get("/ini").json();
+    assert_eq!(first["precision"], second["precision"], "ini_set() is undone");
+    assert_eq!(first["tz"], second["tz"], "date_default_timezone_set() is undone");
+
+    let r = server.get("/leave-buffer");
+    assert_eq!(r.text(), "inside an unclosed buffer", "buffers left open are flushed into the response");
+    let level = server.get("/ob-level").json()["level"].clone();
+    let again = server.get("/ob-level").json()["level"].clone();
+    assert_eq!(level, again);
+
+    let h = server.get("/headers");
+    assert_eq!(h.status, 201);
+    let plain = server.get("/pid");
+    assert_eq!(plain.status, 200, "the status code is reset");
+    assert!(plain.header("x-one").is_none(), "headers are reset");
+    assert!(plain.header("set-cookie").is_none(), "cookies are reset");
+}
+
+#[test]
+fn fastcgi_finish_request_sends_the_response_early() {
+    let server = app();
+    let r = server.get("/finish-early");
+    assert_eq!(r.text(), "sent early");
+}
+
+#[test]
+fn keep_alive_serves_many_requests_on_one_connection() {
+    let server = app();
+    let mut conn = Connection::open(server.addr);
+    for i in 0..50 {
+        let r = conn.get(&format!("/env?i={i}"), "");
+        assert_eq!(r.status, 200);
+        assert_eq!(r.json()["get"]["i"], i.to_string());
+    }
+}
+
+#[test]
+fn sigterm_lets_in_flight_requests_finish_then_exits_0() {
+    let mut server = app();
+    let dir = support::tempdir();
+    let go = dir.path().join("go");
+    let mut conn = Connection::open(server.addr);
+    conn.send(format!("GET /stream?go={} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", go.display()).as_bytes());
+    let head = conn.read_head();
+    assert_eq!(head.status, 200);
+    assert_eq!(conn.read_chunk().expect("first chunk"), b"first chunk\n");
+    server.signal("TERM");
+    server.wait_for_log("shutting down gracefully", Duration::from_secs(5));
+    std::fs::write(&go, b"").expect("go");
+    let mut rest = Vec::new();
+    while let Some(chunk) = conn.read_chunk() {
+        rest.extend(chunk);
+    }
+    assert_eq!(rest, b"second chunk\n", "the in-flight request completed");
+    assert_eq!(server.wait_exit(Duration::from_secs(20)), Some(0));
+}
+
+fn b64(v: &serde_json::Value) -> Vec<u8> {
+    let s = v.as_str().expect("base64 string");
+    let table = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let mut acc = 0u32;
+    let mut bits = 0;
+    for c in s.bytes().filter(|&c| c != b'=') {
+        acc = (acc << 6) | table.iter().position(|&t| t == c).expect("base64 digit") as u32;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    out
+}
+
+fn md5_of(data: &[u8]) -> md5::Digest {
+    md5::compute(data)
+}
