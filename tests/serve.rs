@@ -30,21 +30,32 @@ fn superglobals_match_what_php_fpm_gives() {
     assert_eq!(s["QUERY_STRING"], "a=1&b[]=2&b[]=3&c%20d=e+f");
     assert_eq!(s["SERVER_PROTOCOL"], "HTTP/1.1");
     assert_eq!(s["REMOTE_ADDR"], "127.0.0.1");
-    assert!(s["REMOTE_PORT"].as_str().is_some_and(|p| p.parse::<u16>().is_ok()));
+    assert!(s["REMOTE_PORT"]
+        .as_str()
+        .is_some_and(|p| p.parse::<u16>().is_ok()));
     assert_eq!(s["SERVER_ADDR"], "127.0.0.1");
     assert_eq!(s["SERVER_PORT"], server.addr.port().to_string());
     assert_eq!(s["SERVER_NAME"], "localhost");
     assert_eq!(s["GATEWAY_INTERFACE"], "CGI/1.1");
     assert_eq!(s["SCRIPT_NAME"], "/app.php");
     assert_eq!(s["PHP_SELF"], "/app.php");
-    assert_eq!(s["SCRIPT_FILENAME"], fixture("app.php").to_string_lossy().as_ref());
-    assert_eq!(s["DOCUMENT_ROOT"], fixture("").to_string_lossy().trim_end_matches('/'));
+    assert_eq!(
+        s["SCRIPT_FILENAME"],
+        fixture("app.php").to_string_lossy().as_ref()
+    );
+    assert_eq!(
+        s["DOCUMENT_ROOT"],
+        fixture("").to_string_lossy().trim_end_matches('/')
+    );
     assert_eq!(s["CONTENT_TYPE"], "");
     assert_eq!(s["CONTENT_LENGTH"], "");
     assert_eq!(s["HTTP_HOST"], "localhost");
     assert_eq!(s["HTTP_X_CUSTOM_HEADER"], "custom");
     assert_eq!(s["HTTP_USER_AGENT"], "hearth-test");
-    assert!(s.get("HTTP_X_UNDERSCORE").is_none(), "headers with underscores are dropped, as nginx does");
+    assert!(
+        s.get("HTTP_X_UNDERSCORE").is_none(),
+        "headers with underscores are dropped, as nginx does"
+    );
     assert!(s.get("HTTP_PROXY").is_none(), "httpoxy");
     assert!(s["REQUEST_TIME"].is_i64());
     assert!(s["REQUEST_TIME_FLOAT"].is_f64());
@@ -52,10 +63,16 @@ fn superglobals_match_what_php_fpm_gives() {
     assert_eq!(env["get"]["b"], serde_json::json!(["2", "3"]));
     assert_eq!(env["get"]["c_d"], "e f");
     assert_eq!(env["cookie"]["c1"], "v 1");
-    assert_eq!(env["cookie"]["c2"], "x+y", "cookie values are raw-URL-decoded: + stays +");
+    assert_eq!(
+        env["cookie"]["c2"], "x+y",
+        "cookie values are raw-URL-decoded: + stays +"
+    );
     assert_eq!(env["cookie"]["arr"]["k"], "v");
     assert_eq!(env["request"]["a"], "1");
-    assert!(env["request"].get("c1").is_none(), "request_order GP leaves cookies out");
+    assert!(
+        env["request"].get("c1").is_none(),
+        "request_order GP leaves cookies out"
+    );
     assert_eq!(env["headers_sent"], false);
 }
 
@@ -82,7 +99,10 @@ fn superglobals_do_not_leak_into_the_next_request() {
 fn urlencoded_forms_fill_post_and_php_input() {
     let server = app();
     let body = "name=Ada+Lovelace&tags[]=a&tags[]=b&nested[x][y]=z&empty=";
-    let env = Req::new("POST", "/env?q=1").form(body).send(server.addr).json();
+    let env = Req::new("POST", "/env?q=1")
+        .form(body)
+        .send(server.addr)
+        .json();
     assert_eq!(env["post"]["name"], "Ada Lovelace");
     assert_eq!(env["post"]["tags"], serde_json::json!(["a", "b"]));
     assert_eq!(env["post"]["nested"]["x"]["y"], "z");
@@ -91,8 +111,14 @@ fn urlencoded_forms_fill_post_and_php_input() {
     assert_eq!(env["request"]["name"], "Ada Lovelace");
     let input = b64(&env["input"]);
     assert_eq!(input, body.as_bytes(), "php://input holds the raw body");
-    assert_eq!(env["input_again"], env["input"], "php://input can be read twice");
-    assert_eq!(env["server"]["CONTENT_TYPE"], "application/x-www-form-urlencoded");
+    assert_eq!(
+        env["input_again"], env["input"],
+        "php://input can be read twice"
+    );
+    assert_eq!(
+        env["server"]["CONTENT_TYPE"],
+        "application/x-www-form-urlencoded"
+    );
     assert_eq!(env["server"]["CONTENT_LENGTH"], body.len().to_string());
 }
 
@@ -134,8 +160,18 @@ fn multipart_forms_fill_post_and_files_and_uploads_can_be_moved() {
         .multipart(&[
             ("title", None, None, b"Hello"),
             ("doc", Some("report.txt"), Some("text/plain"), &content),
-            ("many[]", Some("a.bin"), Some("application/octet-stream"), b"AAAA"),
-            ("many[]", Some("b.bin"), Some("application/octet-stream"), b"BBBBBB"),
+            (
+                "many[]",
+                Some("a.bin"),
+                Some("application/octet-stream"),
+                b"AAAA",
+            ),
+            (
+                "many[]",
+                Some("b.bin"),
+                Some("application/octet-stream"),
+                b"BBBBBB",
+            ),
             ("nofile", Some(""), Some("application/octet-stream"), b""),
         ])
         .send(server.addr)
@@ -147,13 +183,19 @@ fn multipart_forms_fill_post_and_files_and_uploads_can_be_moved() {
     assert_eq!(doc["type"], "text/plain");
     assert_eq!(doc["error"], 0);
     assert_eq!(doc["size"], content.len());
-    assert!(doc["tmp_name"].as_str().is_some_and(|t| t.contains("/php")), "{doc}");
+    assert!(
+        doc["tmp_name"].as_str().is_some_and(|t| t.contains("/php")),
+        "{doc}"
+    );
     let many = &env["files"]["many"];
     assert_eq!(many["name"], serde_json::json!(["a.bin", "b.bin"]));
     assert_eq!(many["size"], serde_json::json!([4, 6]));
     assert_eq!(many["error"], serde_json::json!([0, 0]));
     assert_eq!(env["files"]["nofile"]["error"], 4, "UPLOAD_ERR_NO_FILE");
-    assert_eq!(env["input"], "", "php://input is empty for multipart forms, as in PHP");
+    assert_eq!(
+        env["input"], "",
+        "php://input is empty for multipart forms, as in PHP"
+    );
 
     let moved = Req::new("POST", "/upload")
         .multipart(&[("doc", Some("r.txt"), Some("text/plain"), &content)])
@@ -162,10 +204,16 @@ fn multipart_forms_fill_post_and_files_and_uploads_can_be_moved() {
     let want = format!("{:x}", md5_of(&content));
     assert_eq!(moved["doc"]["is_uploaded"], true);
     assert_eq!(moved["doc"]["md5"], want.as_str());
-    assert_eq!(moved["doc"]["moved"], true, "move_uploaded_file() accepts the upload: {moved}");
+    assert_eq!(
+        moved["doc"]["moved"], true,
+        "move_uploaded_file() accepts the upload: {moved}"
+    );
     assert_eq!(moved["doc"]["moved_md5"], want.as_str());
     assert_eq!(moved["doc"]["tmp_exists_after_move"], false);
-    assert_eq!(moved["not_an_upload"], false, "move_uploaded_file() refuses files that were not uploaded");
+    assert_eq!(
+        moved["not_an_upload"], false,
+        "move_uploaded_file() refuses files that were not uploaded"
+    );
 }
 
 #[test]
@@ -177,7 +225,9 @@ fn uploaded_files_are_removed_after_the_request() {
         .json();
     assert_eq!(r["exists"], true, "the file exists while the request runs");
     let tmp = r["tmp"].as_str().expect("tmp name").to_owned();
-    eventually(Duration::from_secs(5), "the upload to be removed", || (!std::path::Path::new(&tmp).exists()).then_some(()));
+    eventually(Duration::from_secs(5), "the upload to be removed", || {
+        (!std::path::Path::new(&tmp).exists()).then_some(())
+    });
 }
 
 #[test]
@@ -185,10 +235,17 @@ fn uploads_over_upload_max_filesize_are_refused_like_php_does() {
     let server = Server::start(&fixture("app.php"), &["-d", "upload_max_filesize=1K"]);
     let big = vec![b'x'; 4096];
     let env = Req::new("POST", "/env")
-        .multipart(&[("f", Some("big.bin"), Some("application/octet-stream"), &big), ("g", Some("small.bin"), None, b"ok")])
+        .multipart(&[
+            ("f", Some("big.bin"), Some("application/octet-stream"), &big),
+            ("g", Some("small.bin"), None, b"ok"),
+        ])
         .send(server.addr)
         .json();
-    assert_eq!(env["files"]["f"]["error"], 1, "UPLOAD_ERR_INI_SIZE: {}", env["files"]);
+    assert_eq!(
+        env["files"]["f"]["error"], 1,
+        "UPLOAD_ERR_INI_SIZE: {}",
+        env["files"]
+    );
     assert_eq!(env["files"]["f"]["tmp_name"], "");
     assert_eq!(env["files"]["f"]["size"], 0);
     assert_eq!(env["files"]["g"]["error"], 0);
@@ -206,13 +263,24 @@ fn headers_status_and_cookies() {
     assert_eq!(cookies.len(), 2, "{cookies:?}");
     assert_eq!(cookies[0], "plain=v%20a%3Bl");
     assert!(cookies[1].starts_with("opts=x; expires="), "{}", cookies[1]);
-    assert!(cookies[1].contains("path=/p") && cookies[1].contains("HttpOnly") && cookies[1].contains("SameSite=Lax"));
+    assert!(
+        cookies[1].contains("path=/p")
+            && cookies[1].contains("HttpOnly")
+            && cookies[1].contains("SameSite=Lax")
+    );
     let body = r.json();
     assert_eq!(body["code"], 201);
-    assert!(body["list"].as_array().expect("list").iter().any(|h| h == "X-One: 1"));
+    assert!(body["list"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .any(|h| h == "X-One: 1"));
 
     let r = server.get("/status-header");
-    assert_eq!(r.status, 418, "a Status: header sets the status, as behind php-fpm");
+    assert_eq!(
+        r.status, 418,
+        "a Status: header sets the status, as behind php-fpm"
+    );
     assert!(r.header("status").is_none());
 
     let r = server.get("/redirect");
@@ -225,7 +293,11 @@ fn headers_status_and_cookies() {
 
     let r = server.get("/nothing-here");
     assert_eq!(r.status, 404);
-    assert_eq!(r.header("content-type"), Some("text/html; charset=UTF-8"), "PHP's default content type");
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/html; charset=UTF-8"),
+        "PHP's default content type"
+    );
 }
 
 #[test]
@@ -253,19 +325,30 @@ fn sessions_persist_per_client_and_are_never_shared() {
     };
     let (a1, r) = session(&mut alice, "/session?set=alice-secret");
     assert_eq!(a1["count"], 1);
-    assert!(r.header("set-cookie").is_some_and(|c| c.starts_with("PHPSESSID=")));
+    assert!(r
+        .header("set-cookie")
+        .is_some_and(|c| c.starts_with("PHPSESSID=")));
     let (a2, r) = session(&mut alice, "/session");
     assert_eq!(a2["count"], 2);
     assert_eq!(a2["secret"], "alice-secret");
-    assert!(r.header("set-cookie").is_none(), "an existing session cookie is not sent again");
+    assert!(
+        r.header("set-cookie").is_none(),
+        "an existing session cookie is not sent again"
+    );
 
     let (b1, _) = session(&mut bob, "/session");
-    assert_eq!(b1["count"], 1, "bob starts his own session on the same worker");
+    assert_eq!(
+        b1["count"], 1,
+        "bob starts his own session on the same worker"
+    );
     assert_eq!(b1["secret"], serde_json::Value::Null);
     assert_ne!(b1["id"], a1["id"]);
 
     let anon = server.get("/session-peek").json();
-    assert_eq!(anon["status"], 1, "PHP_SESSION_NONE for a request that did not start one");
+    assert_eq!(
+        anon["status"], 1,
+        "PHP_SESSION_NONE for a request that did not start one"
+    );
     assert_eq!(anon["session"], serde_json::json!([]));
 
     let (a3, _) = session(&mut alice, "/session");
@@ -294,11 +377,18 @@ fn uncaught_exceptions_give_500_and_a_log_line_and_the_worker_goes_on() {
     let pid = server.get("/pid").json()["pid"].clone();
     let r = server.get("/throw");
     assert_eq!(r.status, 500);
-    assert_eq!(r.text(), "partial output;", "display_errors is off: the output so far, no error text");
+    assert_eq!(
+        r.text(),
+        "partial output;",
+        "display_errors is off: the output so far, no error text"
+    );
     assert_eq!(r.header("x-set-before"), Some("yes"));
     server.wait_for_log("the handler failed on purpose", Duration::from_secs(5));
     let log = server.log();
-    let line = log.lines().find(|l| l.contains("the handler failed on purpose")).expect("log line");
+    let line = log
+        .lines()
+        .find(|l| l.contains("the handler failed on purpose"))
+        .expect("log line");
     assert!(line.contains("RuntimeException"), "{line}");
     assert!(line.contains("app.php:"), "file and line: {line}");
     assert!(log.contains("#0 "), "a stack trace is logged:\n{log}");
@@ -312,7 +402,11 @@ fn fatal_errors_give_500_and_the_worker_is_replaced() {
     let pid = server.get("/pid").json()["pid"].clone();
     let r = server.get("/user-fatal");
     assert_eq!(r.status, 500);
-    assert_eq!(r.text(), "partial;", "the output before the fatal error is sent, as under php-fpm");
+    assert_eq!(
+        r.text(),
+        "partial;",
+        "the output before the fatal error is sent, as under php-fpm"
+    );
     server.wait_for_log("a fatal error on purpose", Duration::from_secs(5));
     let next = eventually(Duration::from_secs(10), "a new worker", || {
         let r = server.get("/pid");
@@ -339,7 +433,13 @@ fn flushed_output_is_streamed_before_the_handler_finishes() {
     let dir = support::tempdir();
     let go = dir.path().join("go");
     let mut conn = Connection::open(server.addr);
-    conn.send(format!("GET /stream?go={} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", go.display()).as_bytes());
+    conn.send(
+        format!(
+            "GET /stream?go={} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            go.display()
+        )
+        .as_bytes(),
+    );
     let head = conn.read_head();
     assert_eq!(head.status, 200);
     assert_eq!(head.header("x-streamed"), Some("yes"));
@@ -364,15 +464,29 @@ fn a_worker_killed_mid_request_fails_only_that_request() {
     let addr = server.addr;
     let path = format!("/sleep?pidfile={}", pidfile.display());
     let victim = std::thread::spawn(move || Req::new("GET", &path).send(addr));
-    let pid = eventually(Duration::from_secs(10), "the worker to record its pid", || {
-        std::fs::read_to_string(&pidfile).ok().filter(|p| !p.is_empty())
-    });
-    let status = std::process::Command::new("kill").args(["-KILL", pid.trim()]).status().expect("kill");
+    let pid = eventually(
+        Duration::from_secs(10),
+        "the worker to record its pid",
+        || {
+            std::fs::read_to_string(&pidfile)
+                .ok()
+                .filter(|p| !p.is_empty())
+        },
+    );
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", pid.trim()])
+        .status()
+        .expect("kill");
     assert!(status.success());
     let r = victim.join().expect("request thread");
     assert_eq!(r.status, 502);
     let next = server.get("/pid");
-    assert_eq!(next.status, 200, "the next request succeeds: {}", next.text());
+    assert_eq!(
+        next.status,
+        200,
+        "the next request succeeds: {}",
+        next.text()
+    );
     assert_ne!(next.json()["pid"].to_string(), pid.trim());
 }
 
@@ -380,10 +494,18 @@ fn a_worker_killed_mid_request_fails_only_that_request() {
 fn a_script_broken_at_boot_gets_503_then_recovers_when_fixed() {
     let dir = support::tempdir();
     let script = dir.path().join("worker.php");
-    std::fs::write(&script, "<?php\nthrow new LogicException('config missing: DATABASE_URL');\n").expect("write");
+    std::fs::write(
+        &script,
+        "<?php\nthrow new LogicException('config missing: DATABASE_URL');\n",
+    )
+    .expect("write");
     let server = Server::spawn(&script, &["--workers", "1"]);
     server.wait_for_log("worker failed to boot", Duration::from_secs(10));
-    assert!(server.log().contains("config missing: DATABASE_URL"), "the boot error is logged:\n{}", server.log());
+    assert!(
+        server.log().contains("config missing: DATABASE_URL"),
+        "the boot error is logged:\n{}",
+        server.log()
+    );
     let r = server.get("/");
     assert_eq!(r.status, 503);
     assert_eq!(r.header("retry-after"), Some("1"));
@@ -391,7 +513,10 @@ fn a_script_broken_at_boot_gets_503_then_recovers_when_fixed() {
     let autoload = support::root().join("php/autoload.php");
     std::fs::write(
         &script,
-        format!("<?php\nrequire '{}';\nHearth\\Worker::serve(function () {{ echo 'fixed'; }});\n", autoload.display()),
+        format!(
+            "<?php\nrequire '{}';\nHearth\\Worker::serve(function () {{ echo 'fixed'; }});\n",
+            autoload.display()
+        ),
     )
     .expect("fix");
     let r = eventually(Duration::from_secs(20), "the fixed worker to boot", || {
@@ -403,9 +528,16 @@ fn a_script_broken_at_boot_gets_503_then_recovers_when_fixed() {
 
 #[test]
 fn bodies_over_the_limit_get_413_before_any_worker_sees_them() {
-    let server = Server::start(&fixture("app.php"), &["--max-body-size", "1K", "--workers", "1"]);
-    let served = server.get("/pid").json()["served"].as_u64().expect("served");
-    let r = Req::new("POST", "/env").form(&"a".repeat(2000)).send(server.addr);
+    let server = Server::start(
+        &fixture("app.php"),
+        &["--max-body-size", "1K", "--workers", "1"],
+    );
+    let served = server.get("/pid").json()["served"]
+        .as_u64()
+        .expect("served");
+    let r = Req::new("POST", "/env")
+        .form(&"a".repeat(2000))
+        .send(server.addr);
     assert_eq!(r.status, 413);
     let mut conn = Connection::open(server.addr);
     conn.send(b"POST /env HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n400\r\n");
@@ -413,16 +545,29 @@ fn bodies_over_the_limit_get_413_before_any_worker_sees_them() {
     conn.send(b"\r\n400\r\n");
     conn.send(&[b'a'; 1024]);
     conn.send(b"\r\n0\r\n\r\n");
-    assert_eq!(conn.read_response(false).status, 413, "a chunked body is counted as it arrives");
-    let after = server.get("/pid").json()["served"].as_u64().expect("served");
-    assert_eq!(after, served + 1, "only the /pid request reached the worker");
+    assert_eq!(
+        conn.read_response(false).status,
+        413,
+        "a chunked body is counted as it arrives"
+    );
+    let after = server.get("/pid").json()["served"]
+        .as_u64()
+        .expect("served");
+    assert_eq!(
+        after,
+        served + 1,
+        "only the /pid request reached the worker"
+    );
 }
 
 #[test]
 fn large_bodies_both_ways_arrive_intact() {
     let server = app();
     let body: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
-    let r = Req::new("POST", "/echo").header("Content-Type", "application/octet-stream").body(body.clone()).send(server.addr);
+    let r = Req::new("POST", "/echo")
+        .header("Content-Type", "application/octet-stream")
+        .body(body.clone())
+        .send(server.addr);
     assert_eq!(r.json()["md5"], format!("{:x}", md5_of(&body)));
     let r = server.get("/big?n=5000000");
     assert_eq!(r.body.len(), 5_000_000);
@@ -435,11 +580,21 @@ fn state_a_request_changes_is_reset_before_the_next() {
     let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
     let first = server.get("/ini").json();
     let second = server.get("/ini").json();
-    assert_eq!(first["precision"], second["precision"], "ini_set() is undone");
-    assert_eq!(first["tz"], second["tz"], "date_default_timezone_set() is undone");
+    assert_eq!(
+        first["precision"], second["precision"],
+        "ini_set() is undone"
+    );
+    assert_eq!(
+        first["tz"], second["tz"],
+        "date_default_timezone_set() is undone"
+    );
 
     let r = server.get("/leave-buffer");
-    assert_eq!(r.text(), "inside an unclosed buffer", "buffers left open are flushed into the response");
+    assert_eq!(
+        r.text(),
+        "inside an unclosed buffer",
+        "buffers left open are flushed into the response"
+    );
     let level = server.get("/ob-level").json()["level"].clone();
     let again = server.get("/ob-level").json()["level"].clone();
     assert_eq!(level, again);
@@ -476,7 +631,13 @@ fn sigterm_lets_in_flight_requests_finish_then_exits_0() {
     let dir = support::tempdir();
     let go = dir.path().join("go");
     let mut conn = Connection::open(server.addr);
-    conn.send(format!("GET /stream?go={} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", go.display()).as_bytes());
+    conn.send(
+        format!(
+            "GET /stream?go={} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            go.display()
+        )
+        .as_bytes(),
+    );
     let head = conn.read_head();
     assert_eq!(head.status, 200);
     assert_eq!(conn.read_chunk().expect("first chunk"), b"first chunk\n");

@@ -17,7 +17,10 @@ use std::time::{Duration, Instant};
 
 /// The repository root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
 }
 
 /// A fixture script under tests/fixtures.
@@ -83,7 +86,11 @@ impl Server {
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 let line = strip_ansi(&line);
-                if let Some(addr) = line.split("on http://").nth(1).and_then(|r| r.split_whitespace().next()) {
+                if let Some(addr) = line
+                    .split("on http://")
+                    .nth(1)
+                    .and_then(|r| r.split_whitespace().next())
+                {
                     if let (Some(tx), Ok(addr)) = (tx.take(), addr.parse::<SocketAddr>()) {
                         let _ = tx.send(addr);
                     }
@@ -102,7 +109,10 @@ impl Server {
             Ok(addr) => addr,
             Err(_) => {
                 let _ = child.kill();
-                panic!("hearth did not start listening; log:\n{}", log.lock().unwrap_or_else(|e| e.into_inner()));
+                panic!(
+                    "hearth did not start listening; log:\n{}",
+                    log.lock().unwrap_or_else(|e| e.into_inner())
+                );
             }
         };
         Server { child, addr, log }
@@ -135,7 +145,11 @@ impl Server {
 
     /// Sends a signal to hearth.
     pub fn signal(&self, sig: &str) {
-        let status = Command::new("kill").arg(format!("-{sig}")).arg(self.child.id().to_string()).status().expect("kill");
+        let status = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill");
         assert!(status.success());
     }
 
@@ -148,18 +162,28 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("hearth did not exit within {timeout:?}; log:\n{}", self.log());
+        panic!(
+            "hearth did not exit within {timeout:?}; log:\n{}",
+            self.log()
+        );
     }
 
     pub fn get(&self, path: &str) -> Response {
-        request(self.addr, &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").into_bytes())
+        request(
+            self.addr,
+            &format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .into_bytes(),
+        )
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
             let deadline = Instant::now() + Duration::from_secs(10);
             while Instant::now() < deadline {
                 if let Ok(Some(_)) = self.child.try_wait() {
@@ -203,12 +227,19 @@ pub struct Response {
 impl Response {
     /// The first header with this name (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
 
     /// Every header with this name, in order.
     pub fn headers_named(&self, name: &str) -> Vec<&str> {
-        self.headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str()).collect()
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
     }
 
     pub fn text(&self) -> String {
@@ -217,7 +248,8 @@ impl Response {
 
     /// The body parsed as JSON.
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
     }
 }
 
@@ -236,8 +268,12 @@ pub struct Connection {
 impl Connection {
     pub fn open(addr: SocketAddr) -> Connection {
         let stream = TcpStream::connect(addr).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
-        Connection { reader: BufReader::new(stream) }
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("timeout");
+        Connection {
+            reader: BufReader::new(stream),
+        }
     }
 
     pub fn send(&mut self, raw: &[u8]) {
@@ -246,7 +282,9 @@ impl Connection {
 
     /// GET on this connection, keeping it open.
     pub fn get(&mut self, path: &str, extra_headers: &str) -> Response {
-        self.send(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{extra_headers}\r\n").as_bytes());
+        self.send(
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{extra_headers}\r\n").as_bytes(),
+        );
         self.read_response(false)
     }
 
@@ -256,7 +294,11 @@ impl Connection {
         loop {
             let mut line = Vec::new();
             let n = self.reader.read_until(b'\n', &mut line).expect("read head");
-            assert!(n > 0, "connection closed before a response; got {:?}", String::from_utf8_lossy(&head));
+            assert!(
+                n > 0,
+                "connection closed before a response; got {:?}",
+                String::from_utf8_lossy(&head)
+            );
             head.extend_from_slice(&line);
             if line == b"\r\n" || line == b"\n" {
                 break;
@@ -271,7 +313,12 @@ impl Connection {
             headers: parsed
                 .headers
                 .iter()
-                .map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned()))
+                .map(|h| {
+                    (
+                        h.name.to_owned(),
+                        String::from_utf8_lossy(h.value).into_owned(),
+                    )
+                })
                 .collect(),
             body: Vec::new(),
         }
@@ -280,10 +327,14 @@ impl Connection {
     /// Reads a whole response; `head_request` when it answers a HEAD.
     pub fn read_response(&mut self, head_request: bool) -> Response {
         let mut response = self.read_head();
-        if head_request || response.status == 204 || response.status == 304 || response.status < 200 {
+        if head_request || response.status == 204 || response.status == 304 || response.status < 200
+        {
             return response;
         }
-        if response.header("transfer-encoding").is_some_and(|te| te.eq_ignore_ascii_case("chunked")) {
+        if response
+            .header("transfer-encoding")
+            .is_some_and(|te| te.eq_ignore_ascii_case("chunked"))
+        {
             while let Some(chunk) = self.read_chunk() {
                 response.body.extend_from_slice(&chunk);
             }
@@ -293,7 +344,9 @@ impl Connection {
             self.reader.read_exact(&mut body).expect("read body");
             response.body = body;
         } else {
-            self.reader.read_to_end(&mut response.body).expect("read body to close");
+            self.reader
+                .read_to_end(&mut response.body)
+                .expect("read body to close");
         }
         response
     }
@@ -329,6 +382,10 @@ impl Connection {
     }
 }
 
+/// One part of a multipart body: field name, file name (None for a plain
+/// field), content type, bytes.
+pub type Part<'a> = (&'a str, Option<&'a str>, Option<&'a str>, &'a [u8]);
+
 /// A request built field by field.
 pub struct Req {
     method: String,
@@ -359,18 +416,26 @@ impl Req {
 
     /// An application/x-www-form-urlencoded body.
     pub fn form(self, body: &str) -> Req {
-        self.header("Content-Type", "application/x-www-form-urlencoded").body(body)
+        self.header("Content-Type", "application/x-www-form-urlencoded")
+            .body(body)
     }
 
     /// A multipart/form-data body: (name, filename, content type, bytes).
-    pub fn multipart(self, parts: &[(&str, Option<&str>, Option<&str>, &[u8])]) -> Req {
+    pub fn multipart(self, parts: &[Part<'_>]) -> Req {
         let boundary = "----hearth-test-boundary-7MA4YWxkTrZu0gW";
         let mut body = Vec::new();
         for (name, filename, ctype, data) in parts {
             body.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
             match filename {
-                Some(f) => body.extend_from_slice(format!("Content-Disposition: form-data; name=\"{name}\"; filename=\"{f}\"\r\n").as_bytes()),
-                None => body.extend_from_slice(format!("Content-Disposition: form-data; name=\"{name}\"\r\n").as_bytes()),
+                Some(f) => body.extend_from_slice(
+                    format!(
+                        "Content-Disposition: form-data; name=\"{name}\"; filename=\"{f}\"\r\n"
+                    )
+                    .as_bytes(),
+                ),
+                None => body.extend_from_slice(
+                    format!("Content-Disposition: form-data; name=\"{name}\"\r\n").as_bytes(),
+                ),
             }
             if let Some(ct) = ctype {
                 body.extend_from_slice(format!("Content-Type: {ct}\r\n").as_bytes());
@@ -380,7 +445,11 @@ impl Req {
             body.extend_from_slice(b"\r\n");
         }
         body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
-        self.header("Content-Type", &format!("multipart/form-data; boundary={boundary}")).body(body)
+        self.header(
+            "Content-Type",
+            &format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(body)
     }
 
     pub fn bytes(&self) -> Vec<u8> {
@@ -388,7 +457,10 @@ impl Req {
         for (n, v) in &self.headers {
             out.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
         }
-        let chunked = self.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding"));
+        let chunked = self
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("transfer-encoding"));
         if !chunked && (!self.body.is_empty() || self.method == "POST" || self.method == "PUT") {
             out.extend_from_slice(format!("Content-Length: {}\r\n", self.body.len()).as_bytes());
         }
@@ -413,13 +485,18 @@ impl CookieJar {
         for set in response.headers_named("set-cookie") {
             let pair = set.split(';').next().unwrap_or("");
             if let Some((name, value)) = pair.split_once('=') {
-                self.0.insert(name.trim().to_owned(), value.trim().to_owned());
+                self.0
+                    .insert(name.trim().to_owned(), value.trim().to_owned());
             }
         }
     }
 
     pub fn header(&self) -> String {
-        self.0.iter().map(|(n, v)| format!("{n}={v}")).collect::<Vec<_>>().join("; ")
+        self.0
+            .iter()
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {

@@ -61,7 +61,9 @@ impl UploadSettings {
         let get = |name: &str| ready.and_then(|r| r.setting(name));
         UploadSettings {
             file_uploads: get("file_uploads").is_none_or(|v| v == "1"),
-            max_file_uploads: get("max_file_uploads").and_then(|v| v.trim().parse().ok()).unwrap_or(20),
+            max_file_uploads: get("max_file_uploads")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(20),
             upload_max_filesize: get("upload_max_filesize").map_or(2 << 20, |v| ini_bytes(&v)),
             post_max_size: get("post_max_size").map_or(8 << 20, |v| ini_bytes(&v)),
             parse_post: get("enable_post_data_reading").is_none_or(|v| v == "1"),
@@ -84,7 +86,10 @@ pub(crate) fn ini_bytes(value: &str) -> u64 {
 }
 
 /// The boundary when this is a form PHP would parse into `$_POST`/`$_FILES`.
-pub(crate) fn multipart_boundary(method: &http::Method, content_type: Option<&http::HeaderValue>) -> Option<String> {
+pub(crate) fn multipart_boundary(
+    method: &http::Method,
+    content_type: Option<&http::HeaderValue>,
+) -> Option<String> {
     if method != http::Method::POST {
         return None;
     }
@@ -113,7 +118,9 @@ pub(crate) async fn collect(body: Incoming, limit: u64) -> Result<Body, BodyErro
 }
 
 fn classify(e: Box<dyn std::error::Error + Send + Sync>) -> BodyError {
-    if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+    if e.downcast_ref::<http_body_util::LengthLimitError>()
+        .is_some()
+    {
         return BodyError::TooLarge;
     }
     match e.downcast_ref::<hyper::Error>() {
@@ -148,13 +155,18 @@ pub(crate) async fn multipart(
         };
         let name = field.name().unwrap_or("").to_owned();
         let file_name = field.file_name().map(str::to_owned);
-        let content_type = field.content_type().map(|m| m.to_string()).unwrap_or_default();
+        let content_type = field
+            .content_type()
+            .map(|m| m.to_string())
+            .unwrap_or_default();
         match file_name {
             None => {
                 let value = read_field(field).await?;
                 total += value.len();
                 if name == "MAX_FILE_SIZE" {
-                    max_file_size = std::str::from_utf8(&value).ok().and_then(|v| v.trim().parse().ok());
+                    max_file_size = std::str::from_utf8(&value)
+                        .ok()
+                        .and_then(|v| v.trim().parse().ok());
                 }
                 let mut entry = PhpArray::with_capacity(name.len() + value.len() + 32);
                 entry.push_str(name.as_bytes()).push_str(&value);
@@ -167,7 +179,10 @@ pub(crate) async fn multipart(
                 }
                 files_seen += 1;
                 if settings.max_file_uploads > 0 && files_seen > settings.max_file_uploads {
-                    tracing::warn!("upload beyond max_file_uploads ({}) ignored", settings.max_file_uploads);
+                    tracing::warn!(
+                        "upload beyond max_file_uploads ({}) ignored",
+                        settings.max_file_uploads
+                    );
                     total += drain_field(field).await?;
                     continue;
                 }
@@ -175,7 +190,13 @@ pub(crate) async fn multipart(
                     let read = drain_field(field).await?;
                     (None, UPLOAD_ERR_NO_FILE, 0, read)
                 } else {
-                    spool(field, &settings.tmp_dir, settings.upload_max_filesize, max_file_size).await?
+                    spool(
+                        field,
+                        &settings.tmp_dir,
+                        settings.upload_max_filesize,
+                        max_file_size,
+                    )
+                    .await?
                 };
                 total += read;
                 let tmp_name = tmp
@@ -186,11 +207,16 @@ pub(crate) async fn multipart(
                 entry
                     .push_str(name.as_bytes())
                     .push_str(file_name.as_bytes())
-                    .push_str(if error == 0 || error == UPLOAD_ERR_INI_SIZE || error == UPLOAD_ERR_FORM_SIZE {
-                        content_type.as_bytes()
-                    } else {
-                        b""
-                    })
+                    .push_str(
+                        if error == 0
+                            || error == UPLOAD_ERR_INI_SIZE
+                            || error == UPLOAD_ERR_FORM_SIZE
+                        {
+                            content_type.as_bytes()
+                        } else {
+                            b""
+                        },
+                    )
                     .push_str(tmp_name.as_bytes())
                     .push_int(error)
                     .push_int(size as i64);
@@ -211,7 +237,10 @@ pub(crate) async fn multipart(
 
 fn multipart_error(e: multer::Error) -> BodyError {
     if let multer::Error::StreamReadFailed(inner) = &e {
-        if inner.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+        if inner
+            .downcast_ref::<http_body_util::LengthLimitError>()
+            .is_some()
+        {
             return BodyError::TooLarge;
         }
         return BodyError::Io(inner.to_string());
@@ -244,7 +273,11 @@ async fn spool(
     max_size: u64,
     form_max: Option<u64>,
 ) -> Result<(Option<TempPath>, i64, u64, usize), BodyError> {
-    let named = match tempfile::Builder::new().prefix("php").rand_bytes(6).tempfile_in(dir) {
+    let named = match tempfile::Builder::new()
+        .prefix("php")
+        .rand_bytes(6)
+        .tempfile_in(dir)
+    {
         Ok(f) => f,
         Err(e) => {
             tracing::error!("cannot create an upload file in {}: {e}", dir.display());
@@ -307,7 +340,10 @@ mod tests {
     #[test]
     fn only_post_multipart_is_parsed() {
         let ct = http::HeaderValue::from_static("multipart/form-data; boundary=XyZ");
-        assert_eq!(multipart_boundary(&http::Method::POST, Some(&ct)).as_deref(), Some("XyZ"));
+        assert_eq!(
+            multipart_boundary(&http::Method::POST, Some(&ct)).as_deref(),
+            Some("XyZ")
+        );
         assert_eq!(multipart_boundary(&http::Method::PUT, Some(&ct)), None);
         let other = http::HeaderValue::from_static("application/json");
         assert_eq!(multipart_boundary(&http::Method::POST, Some(&other)), None);

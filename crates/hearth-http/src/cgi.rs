@@ -102,7 +102,10 @@ pub(crate) fn server_vars(
         .str(b"DOCUMENT_URI", script.name.as_bytes())
         .str(b"DOCUMENT_ROOT", script.document_root.as_bytes())
         .str(b"SERVER_PROTOCOL", protocol(parts.version))
-        .str(b"REQUEST_SCHEME", if conn.https { b"https" } else { b"http" });
+        .str(
+            b"REQUEST_SCHEME",
+            if conn.https { b"https" } else { b"http" },
+        );
     if conn.https {
         vars.str(b"HTTPS", b"on");
     }
@@ -110,6 +113,7 @@ pub(crate) fn server_vars(
         .str(b"SERVER_SOFTWARE", server.server_software.as_bytes())
         .str(b"REMOTE_ADDR", conn.remote_addr.as_bytes())
         .str(b"REMOTE_PORT", conn.remote_port.as_bytes())
+        .str(b"REMOTE_USER", &basic_auth_user(parts).unwrap_or_default())
         .str(b"SERVER_ADDR", conn.server_addr.as_bytes())
         .str(b"SERVER_PORT", conn.server_port.as_bytes())
         .str(b"SERVER_NAME", server.server_name.as_bytes())
@@ -123,6 +127,21 @@ pub(crate) fn server_vars(
     let mut out = BytesMut::with_capacity(vars.len() * 48 + 64);
     vars.finish(&mut out);
     out.freeze()
+}
+
+/// nginx's `$remote_user`: the user name of `Authorization: Basic`.
+fn basic_auth_user(parts: &Parts) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let value = parts.headers.get(http::header::AUTHORIZATION)?.as_bytes();
+    let credentials = value
+        .get(..6)
+        .filter(|p| p.eq_ignore_ascii_case(b"basic "))
+        .map(|_| &value[6..])?;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(credentials.trim_ascii())
+        .ok()?;
+    let user = decoded.split(|&b| b == b':').next()?;
+    Some(user.to_vec())
 }
 
 fn protocol(version: Version) -> &'static [u8] {
@@ -150,7 +169,13 @@ fn headers(vars: &mut PhpArray, parts: &Parts) {
         }
         key.clear();
         key.extend_from_slice(b"HTTP_");
-        key.extend(name.bytes().map(|b| if b == b'-' { b'_' } else { b.to_ascii_uppercase() }));
+        key.extend(name.bytes().map(|b| {
+            if b == b'-' {
+                b'_'
+            } else {
+                b.to_ascii_uppercase()
+            }
+        }));
         let mut values = parts.headers.get_all(name).iter();
         let Some(first) = values.next() else { continue };
         match values.next() {
@@ -208,30 +233,81 @@ mod tests {
             .header("Accept", "*/*")
             .body(())
             .unwrap();
-        let conn = Connection::new("127.0.0.1:50000".parse().unwrap(), "[::ffff:127.0.0.1]:8080".parse().unwrap(), false);
+        let conn = Connection::new(
+            "127.0.0.1:50000".parse().unwrap(),
+            "[::ffff:127.0.0.1]:8080".parse().unwrap(),
+            false,
+        );
         let vars = decode(&server_vars(&parts(req), &conn, &info(), None, UNIX_EPOCH));
-        assert!(vars.contains("s:9:\"HTTP_HOST\";s:12:\"example.test\";"), "{vars}");
-        assert!(vars.contains("s:20:\"HTTP_X_FORWARDED_FOR\";s:7:\"1.2.3.4\";"), "{vars}");
-        assert!(!vars.contains("6.6.6.6"), "underscore header must be dropped: {vars}");
+        assert!(
+            vars.contains("s:9:\"HTTP_HOST\";s:12:\"example.test\";"),
+            "{vars}"
+        );
+        assert!(
+            vars.contains("s:20:\"HTTP_X_FORWARDED_FOR\";s:7:\"1.2.3.4\";"),
+            "{vars}"
+        );
+        assert!(
+            !vars.contains("6.6.6.6"),
+            "underscore header must be dropped: {vars}"
+        );
         assert!(!vars.contains("HTTP_PROXY"), "httpoxy: {vars}");
-        assert!(vars.contains("s:11:\"HTTP_COOKIE\";s:8:\"a=1; b=2\";"), "{vars}");
-        assert!(vars.contains("s:11:\"HTTP_ACCEPT\";s:14:\"text/html, */*\";"), "{vars}");
-        assert!(vars.contains("s:12:\"QUERY_STRING\";s:9:\"x=1&y=%20\";"), "{vars}");
-        assert!(vars.contains("s:11:\"REQUEST_URI\";s:16:\"/a/b?x=1&y=%20\";") || vars.contains("s:11:\"REQUEST_URI\";s:14:\"/a/b?x=1&y=%20\";"), "{vars}");
-        assert!(vars.contains("s:11:\"SERVER_ADDR\";s:9:\"127.0.0.1\";"), "mapped v4: {vars}");
+        assert!(
+            vars.contains("s:11:\"HTTP_COOKIE\";s:8:\"a=1; b=2\";"),
+            "{vars}"
+        );
+        assert!(
+            vars.contains("s:11:\"HTTP_ACCEPT\";s:14:\"text/html, */*\";"),
+            "{vars}"
+        );
+        assert!(
+            vars.contains("s:12:\"QUERY_STRING\";s:9:\"x=1&y=%20\";"),
+            "{vars}"
+        );
+        assert!(
+            vars.contains("s:11:\"REQUEST_URI\";s:16:\"/a/b?x=1&y=%20\";")
+                || vars.contains("s:11:\"REQUEST_URI\";s:14:\"/a/b?x=1&y=%20\";"),
+            "{vars}"
+        );
+        assert!(
+            vars.contains("s:11:\"SERVER_ADDR\";s:9:\"127.0.0.1\";"),
+            "mapped v4: {vars}"
+        );
         assert!(vars.contains("s:14:\"CONTENT_LENGTH\";s:0:\"\";"), "{vars}");
         assert!(!vars.contains("\"HTTPS\""), "{vars}");
     }
 
     #[test]
     fn body_length_and_https() {
-        let req = http::Request::post("/").header("Content-Type", "application/json").body(()).unwrap();
-        let conn = Connection::new("10.0.0.1:1".parse().unwrap(), "10.0.0.2:443".parse().unwrap(), true);
-        let vars = decode(&server_vars(&parts(req), &conn, &info(), Some(42), UNIX_EPOCH));
-        assert!(vars.contains("s:14:\"CONTENT_LENGTH\";s:2:\"42\";"), "{vars}");
-        assert!(vars.contains("s:12:\"CONTENT_TYPE\";s:16:\"application/json\";"), "{vars}");
+        let req = http::Request::post("/")
+            .header("Content-Type", "application/json")
+            .body(())
+            .unwrap();
+        let conn = Connection::new(
+            "10.0.0.1:1".parse().unwrap(),
+            "10.0.0.2:443".parse().unwrap(),
+            true,
+        );
+        let vars = decode(&server_vars(
+            &parts(req),
+            &conn,
+            &info(),
+            Some(42),
+            UNIX_EPOCH,
+        ));
+        assert!(
+            vars.contains("s:14:\"CONTENT_LENGTH\";s:2:\"42\";"),
+            "{vars}"
+        );
+        assert!(
+            vars.contains("s:12:\"CONTENT_TYPE\";s:16:\"application/json\";"),
+            "{vars}"
+        );
         assert!(vars.contains("s:5:\"HTTPS\";s:2:\"on\";"), "{vars}");
-        assert!(vars.contains("s:14:\"REQUEST_SCHEME\";s:5:\"https\";"), "{vars}");
+        assert!(
+            vars.contains("s:14:\"REQUEST_SCHEME\";s:5:\"https\";"),
+            "{vars}"
+        );
         assert!(vars.contains("s:12:\"REQUEST_TIME\";i:0;"), "{vars}");
     }
 }

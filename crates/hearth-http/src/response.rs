@@ -56,7 +56,9 @@ impl Body for ResponseBody {
             ResponseBody::Full(full) => Pin::new(full)
                 .poll_frame(cx)
                 .map_err(|never| match never {}),
-            ResponseBody::Stream(rx) => rx.poll_recv(cx).map(|chunk| chunk.map(|r| r.map(BodyFrame::data))),
+            ResponseBody::Stream(rx) => rx
+                .poll_recv(cx)
+                .map(|chunk| chunk.map(|r| r.map(BodyFrame::data))),
         }
     }
 
@@ -83,11 +85,17 @@ pub(crate) type Keep = Box<dyn Send + 'static>;
 ///
 /// Before the head arrives, a worker failure is an error for the caller to
 /// answer (502); after it, the body stream is cut.
-pub(crate) async fn read(mut lease: Lease, method: &Method, keep: Keep) -> Result<Response<ResponseBody>, PoolError> {
+pub(crate) async fn read(
+    mut lease: Lease,
+    method: &Method,
+    keep: Keep,
+) -> Result<Response<ResponseBody>, PoolError> {
     let head_frame = lease.next().await?;
     if head_frame.kind != Kind::Head {
         lease.poison();
-        return Err(PoolError::from(hearth_proto::Error::unexpected("response frame before the head")));
+        return Err(PoolError::from(hearth_proto::Error::unexpected(
+            "response frame before the head",
+        )));
     }
     let head = ResponseHead::decode(&head_frame.payload).inspect_err(|_| lease.poison())?;
     let pid = lease.pid();
@@ -123,7 +131,9 @@ pub(crate) async fn read(mut lease: Lease, method: &Method, keep: Keep) -> Resul
             Kind::End => break,
             _ => {
                 lease.poison();
-                return Err(PoolError::from(hearth_proto::Error::unexpected("frame after the head")));
+                return Err(PoolError::from(hearth_proto::Error::unexpected(
+                    "frame after the head",
+                )));
             }
         }
     }
@@ -135,7 +145,12 @@ pub(crate) async fn read(mut lease: Lease, method: &Method, keep: Keep) -> Resul
     };
     // hyper leaves the body out of HEAD responses but announces its length,
     // unless the app announced one itself.
-    if !permits_body(status) || (method == Method::HEAD && response.headers().contains_key(http::header::CONTENT_LENGTH)) {
+    if !permits_body(status)
+        || (method == Method::HEAD
+            && response
+                .headers()
+                .contains_key(http::header::CONTENT_LENGTH))
+    {
         return Ok(response);
     }
     *response.body_mut() = ResponseBody::full(body);
@@ -146,16 +161,26 @@ pub(crate) async fn read(mut lease: Lease, method: &Method, keep: Keep) -> Resul
 async fn pump(mut lease: Lease, tx: mpsc::Sender<Result<Bytes, StreamError>>, keep: Keep) {
     loop {
         match lease.next().await {
-            Ok(Frame { kind: Kind::Body, payload, .. }) => {
+            Ok(Frame {
+                kind: Kind::Body,
+                payload,
+                ..
+            }) => {
                 if tx.send(Ok(payload)).await.is_err() {
                     // The client went away; the lease drains the rest.
                     break;
                 }
             }
-            Ok(Frame { kind: Kind::End, .. }) => break,
+            Ok(Frame {
+                kind: Kind::End, ..
+            }) => break,
             Ok(_) => {
                 lease.poison();
-                let _ = tx.send(Err(StreamError("unexpected frame in a streamed body".into()))).await;
+                let _ = tx
+                    .send(Err(StreamError(
+                        "unexpected frame in a streamed body".into(),
+                    )))
+                    .await;
                 break;
             }
             Err(e) => {
@@ -170,7 +195,9 @@ async fn pump(mut lease: Lease, tx: mpsc::Sender<Result<Bytes, StreamError>>, ke
 }
 
 fn permits_body(status: StatusCode) -> bool {
-    !(status.is_informational() || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED)
+    !(status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED)
 }
 
 /// Copies the worker's header lines into the response and returns its status.
@@ -179,38 +206,68 @@ fn permits_body(status: StatusCode) -> bool {
 /// and hop-by-hop headers are Hearth's business and dropped (a HEAD
 /// response keeps the app's Content-Length). Lines that are not valid
 /// headers (a CR, LF or NUL, a bad name) are dropped and logged.
-fn apply_head(head: ResponseHead, method: &Method, response: &mut Response<ResponseBody>, pid: u32) -> StatusCode {
+fn apply_head(
+    head: ResponseHead,
+    method: &Method,
+    response: &mut Response<ResponseBody>,
+    pid: u32,
+) -> StatusCode {
     let mut status = StatusCode::from_u16(head.status).unwrap_or_else(|_| {
-        tracing::warn!(pid, "invalid status {} from the app; answering 500", head.status);
+        tracing::warn!(
+            pid,
+            "invalid status {} from the app; answering 500",
+            head.status
+        );
         StatusCode::INTERNAL_SERVER_ERROR
     });
     for line in &head.invalid {
-        tracing::warn!(pid, "dropped a response header line without a name: {:?}", String::from_utf8_lossy(line));
+        tracing::warn!(
+            pid,
+            "dropped a response header line without a name: {:?}",
+            String::from_utf8_lossy(line)
+        );
     }
     let headers: &mut HeaderMap = response.headers_mut();
     for (name, value) in head.headers {
         if name.eq_ignore_ascii_case(b"status") {
-            match value.get(..3).and_then(|d| std::str::from_utf8(d).ok()).and_then(|d| d.parse::<u16>().ok()).and_then(|c| StatusCode::from_u16(c).ok()) {
+            match value
+                .get(..3)
+                .and_then(|d| std::str::from_utf8(d).ok())
+                .and_then(|d| d.parse::<u16>().ok())
+                .and_then(|c| StatusCode::from_u16(c).ok())
+            {
                 Some(code) => status = code,
-                None => tracing::warn!(pid, "ignored an invalid Status header: {:?}", String::from_utf8_lossy(&value)),
+                None => tracing::warn!(
+                    pid,
+                    "ignored an invalid Status header: {:?}",
+                    String::from_utf8_lossy(&value)
+                ),
             }
             continue;
         }
         let name = match HeaderName::from_bytes(&name) {
             Ok(name) => name,
             Err(_) => {
-                tracing::warn!(pid, "dropped a response header with an invalid name: {:?}", String::from_utf8_lossy(&name));
+                tracing::warn!(
+                    pid,
+                    "dropped a response header with an invalid name: {:?}",
+                    String::from_utf8_lossy(&name)
+                );
                 continue;
             }
         };
-        if is_hop_by_hop(&name) || (name == http::header::CONTENT_LENGTH && method != Method::HEAD) {
+        if is_hop_by_hop(&name) || (name == http::header::CONTENT_LENGTH && method != Method::HEAD)
+        {
             continue;
         }
         match HeaderValue::from_maybe_shared(value) {
             Ok(value) => {
                 headers.append(name, value);
             }
-            Err(_) => tracing::warn!(pid, "dropped response header {name}: its value holds a forbidden byte"),
+            Err(_) => tracing::warn!(
+                pid,
+                "dropped response header {name}: its value holds a forbidden byte"
+            ),
         }
     }
     status
@@ -219,7 +276,13 @@ fn apply_head(head: ResponseHead, method: &Method, response: &mut Response<Respo
 fn is_hop_by_hop(name: &HeaderName) -> bool {
     matches!(
         name.as_str(),
-        "transfer-encoding" | "connection" | "keep-alive" | "upgrade" | "proxy-connection" | "te" | "trailer"
+        "transfer-encoding"
+            | "connection"
+            | "keep-alive"
+            | "upgrade"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
     )
 }
 
@@ -231,8 +294,9 @@ pub(crate) fn error_page(status: StatusCode) -> Response<ResponseBody> {
     );
     let mut response = Response::new(ResponseBody::full(text));
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/html"));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html"),
+    );
     response
 }

@@ -126,7 +126,11 @@ pub async fn serve(
     Ok(())
 }
 
-async fn handle(req: Request<Incoming>, app: Arc<App>, conn: Arc<Connection>) -> Result<Response<ResponseBody>, Infallible> {
+async fn handle(
+    req: Request<Incoming>,
+    app: Arc<App>,
+    conn: Arc<Connection>,
+) -> Result<Response<ResponseBody>, Infallible> {
     let now = SystemTime::now();
     let (parts, incoming) = req.into_parts();
     let config = &app.config;
@@ -146,7 +150,10 @@ async fn handle(req: Request<Incoming>, app: Arc<App>, conn: Arc<Connection>) ->
         body::Body::default()
     } else {
         let settings = UploadSettings::from_ready(app.pool.settings().as_deref());
-        let read = match body::multipart_boundary(&parts.method, parts.headers.get(http::header::CONTENT_TYPE)) {
+        let read = match body::multipart_boundary(
+            &parts.method,
+            parts.headers.get(http::header::CONTENT_TYPE),
+        ) {
             Some(boundary) if settings.parse_post && !exceeds_post_max(&parts, &settings) => {
                 body::multipart(incoming, boundary, config.max_body_size, &settings).await
             }
@@ -154,7 +161,9 @@ async fn handle(req: Request<Incoming>, app: Arc<App>, conn: Arc<Connection>) ->
         };
         match read {
             Ok(body) => body,
-            Err(BodyError::TooLarge) => return Ok(response::error_page(StatusCode::PAYLOAD_TOO_LARGE)),
+            Err(BodyError::TooLarge) => {
+                return Ok(response::error_page(StatusCode::PAYLOAD_TOO_LARGE))
+            }
             Err(BodyError::Malformed(why)) => {
                 tracing::debug!("bad request body: {why}");
                 return Ok(response::error_page(StatusCode::BAD_REQUEST));
@@ -167,7 +176,13 @@ async fn handle(req: Request<Incoming>, app: Arc<App>, conn: Arc<Connection>) ->
     };
 
     let has_body = request_body.len > 0 || request_body.form.is_some();
-    let server = cgi::server_vars(&parts, &conn, &app.info, has_body.then_some(request_body.len), now);
+    let server = cgi::server_vars(
+        &parts,
+        &conn,
+        &app.info,
+        has_body.then_some(request_body.len),
+        now,
+    );
     let chunk = config.body_chunk.max(1);
     let encode = |buf: &mut BytesMut, id: u32| {
         encode_frame(buf, Kind::Request, 0, id, &server);
@@ -209,9 +224,10 @@ fn failure(e: &hearth_pool::Error, config: &ServeConfig) -> Response<ResponseBod
     if e.is_unavailable() {
         tracing::warn!("503: {e}");
         let mut response = response::error_page(StatusCode::SERVICE_UNAVAILABLE);
-        response
-            .headers_mut()
-            .insert(http::header::RETRY_AFTER, HeaderValue::from(config.retry_after));
+        response.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            HeaderValue::from(config.retry_after),
+        );
         return response;
     }
     response::error_page(StatusCode::BAD_GATEWAY)

@@ -107,7 +107,10 @@ pub(crate) fn worker_command(config: &PoolConfig, info: &PhpInfo) -> tokio::proc
         ("implicit_flush".to_owned(), "0".to_owned()),
         ("output_handler".to_owned(), String::new()),
         ("zlib.output_compression".to_owned(), "0".to_owned()),
-        ("disable_functions".to_owned(), disable_functions(&info.disable_functions)),
+        (
+            "disable_functions".to_owned(),
+            disable_functions(&info.disable_functions),
+        ),
     ];
     ini.extend(config.ini.iter().cloned());
     for (name, value) in &ini {
@@ -153,10 +156,7 @@ mod tests {
 
     #[test]
     fn disable_functions_keeps_the_existing_list() {
-        assert_eq!(
-            disable_functions(""),
-            "move_uploaded_file,is_uploaded_file"
-        );
+        assert_eq!(disable_functions(""), "move_uploaded_file,is_uploaded_file");
         assert_eq!(
             disable_functions("pcntl_fork, exec,"),
             "pcntl_fork,exec,move_uploaded_file,is_uploaded_file"

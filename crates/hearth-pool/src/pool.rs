@@ -190,9 +190,12 @@ impl Pool {
                     if let Some(why) = self.hopeless() {
                         return Err(Error::unavailable(why));
                     }
-                    match tokio::time::timeout(s.config.queue_timeout, s.available.acquire()).await {
+                    match tokio::time::timeout(s.config.queue_timeout, s.available.acquire()).await
+                    {
                         Ok(Ok(permit)) => permit,
-                        Ok(Err(_)) => return Err(Error::unavailable("the server is shutting down")),
+                        Ok(Err(_)) => {
+                            return Err(Error::unavailable("the server is shutting down"))
+                        }
                         Err(_) => {
                             return Err(Error::unavailable(format!(
                                 "every worker stayed busy for {:?}",
@@ -374,7 +377,10 @@ impl Drop for Lease {
                 match drain(&mut worker, id).await {
                     Ok(()) => release(&pool, worker),
                     Err(e) => {
-                        tracing::warn!(pid = worker.pid(), "abandoned response could not be drained: {e}");
+                        tracing::warn!(
+                            pid = worker.pid(),
+                            "abandoned response could not be drained: {e}"
+                        );
                         worker.shared.retire(Retire::Now);
                     }
                 }
@@ -390,7 +396,9 @@ async fn drain(worker: &mut Worker, id: u32) -> Result<(), Error> {
     loop {
         let frame = worker.read_frame().await?;
         if frame.request_id != id {
-            return Err(hearth_proto::Error::unexpected("frame outside the current request").into());
+            return Err(
+                hearth_proto::Error::unexpected("frame outside the current request").into(),
+            );
         }
         if frame.kind == Kind::Error {
             log_report(worker.pid(), &frame);
@@ -468,7 +476,10 @@ async fn supervise(shared: Arc<Shared>, slot: usize) {
                 if marked_failing {
                     shared.failing.fetch_sub(1, Ordering::AcqRel);
                     marked_failing = false;
-                    tracing::info!(pid, "worker booted again after {failures} failed attempt(s)");
+                    tracing::info!(
+                        pid,
+                        "worker booted again after {failures} failed attempt(s)"
+                    );
                 }
                 *lock(&shared.slots[slot]) = Some(ws.clone());
                 *lock(&shared.ready) = Some(worker.ready.clone());
@@ -483,9 +494,21 @@ async fn supervise(shared: Arc<Shared>, slot: usize) {
                 let stopping = shared.stopping.load(Ordering::Acquire);
                 match (&status, ws.retire_mode()) {
                     _ if stopping => tracing::debug!(pid, "worker stopped ({})", describe(&status)),
-                    (_, Retire::Graceful) => tracing::info!(pid, "worker exited ({}); starting a new one", describe(&status)),
-                    (_, Retire::Now) => tracing::warn!(pid, "worker killed ({}); starting a new one", describe(&status)),
-                    (_, Retire::No) => tracing::warn!(pid, "worker died ({}); starting a new one", describe(&status)),
+                    (_, Retire::Graceful) => tracing::info!(
+                        pid,
+                        "worker exited ({}); starting a new one",
+                        describe(&status)
+                    ),
+                    (_, Retire::Now) => tracing::warn!(
+                        pid,
+                        "worker killed ({}); starting a new one",
+                        describe(&status)
+                    ),
+                    (_, Retire::No) => tracing::warn!(
+                        pid,
+                        "worker died ({}); starting a new one",
+                        describe(&status)
+                    ),
                 }
                 if stopping {
                     break;
@@ -588,11 +611,18 @@ async fn boot(shared: &Shared) -> Result<(Worker, Child), Error> {
     };
     let _ = child.start_kill();
     let _ = child.wait().await;
-    Err(Error::boot(format!("{}: {failure}", config.script.display())))
+    Err(Error::boot(format!(
+        "{}: {failure}",
+        config.script.display()
+    )))
 }
 
 /// Waits for a worker to exit, ending it when asked to.
-async fn watch(mut child: Child, ws: &WorkerShared, config: &PoolConfig) -> std::io::Result<std::process::ExitStatus> {
+async fn watch(
+    mut child: Child,
+    ws: &WorkerShared,
+    config: &PoolConfig,
+) -> std::io::Result<std::process::ExitStatus> {
     loop {
         tokio::select! {
             status = child.wait() => return status,
@@ -608,12 +638,20 @@ async fn watch(mut child: Child, ws: &WorkerShared, config: &PoolConfig) -> std:
                 if let Ok(status) = tokio::time::timeout(config.stop_timeout, child.wait()).await {
                     return status;
                 }
-                tracing::warn!(pid = ws.pid, "worker did not exit within {:?}; sending SIGTERM", config.stop_timeout);
+                tracing::warn!(
+                    pid = ws.pid,
+                    "worker did not exit within {:?}; sending SIGTERM",
+                    config.stop_timeout
+                );
                 signal(ws.pid, rustix::process::Signal::TERM);
                 if let Ok(status) = tokio::time::timeout(config.kill_timeout, child.wait()).await {
                     return status;
                 }
-                tracing::warn!(pid = ws.pid, "worker ignored SIGTERM for {:?}; sending SIGKILL", config.kill_timeout);
+                tracing::warn!(
+                    pid = ws.pid,
+                    "worker ignored SIGTERM for {:?}; sending SIGKILL",
+                    config.kill_timeout
+                );
                 let _ = child.start_kill();
                 return child.wait().await;
             }
@@ -623,7 +661,10 @@ async fn watch(mut child: Child, ws: &WorkerShared, config: &PoolConfig) -> std:
 
 /// Signals a child that has not been reaped yet (its pid cannot have been reused).
 fn signal(pid: u32, sig: rustix::process::Signal) {
-    if let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
         let _ = rustix::process::kill_process(pid, sig);
     }
 }
@@ -643,4 +684,3 @@ fn describe(status: &std::io::Result<std::process::ExitStatus>) -> String {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
-

@@ -71,10 +71,20 @@ pub(crate) fn spawn(config: &PoolConfig, info: &PhpInfo) -> Result<Spawned, Erro
     let tail = OutputTail::default();
     let mut forwarders = Vec::with_capacity(2);
     if let Some(stdout) = child.stdout.take() {
-        forwarders.push(tokio::spawn(forward(stdout, pid, Stream::Stdout, tail.clone())));
+        forwarders.push(tokio::spawn(forward(
+            stdout,
+            pid,
+            Stream::Stdout,
+            tail.clone(),
+        )));
     }
     if let Some(stderr) = child.stderr.take() {
-        forwarders.push(tokio::spawn(forward(stderr, pid, Stream::Stderr, tail.clone())));
+        forwarders.push(tokio::spawn(forward(
+            stderr,
+            pid,
+            Stream::Stderr,
+            tail.clone(),
+        )));
     }
     Ok(Spawned {
         child,
@@ -91,13 +101,19 @@ pub(crate) fn spawn(config: &PoolConfig, info: &PhpInfo) -> Result<Spawned, Erro
 /// direct libc call in Hearth.
 #[allow(unsafe_code)]
 fn set_batch_scheduling(pid: u32) {
-    let Ok(pid) = libc::pid_t::try_from(pid) else { return };
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return;
+    };
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: sched_setscheduler only reads the sched_param behind the
     // pointer, which lives on this stack frame for the whole call.
     let rc = unsafe { libc::sched_setscheduler(pid, libc::SCHED_BATCH, &param) };
     if rc != 0 {
-        tracing::debug!(pid, "SCHED_BATCH not applied: {}", std::io::Error::last_os_error());
+        tracing::debug!(
+            pid,
+            "SCHED_BATCH not applied: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
@@ -140,7 +156,9 @@ fn emit(line: &[u8], pid: u32, stream: Stream, tail: &OutputTail) {
     }
     tail.push(line.to_owned());
     match stream {
-        Stream::Stdout => tracing::info!(target: "hearth::worker", pid, stream = "stdout", "{line}"),
+        Stream::Stdout => {
+            tracing::info!(target: "hearth::worker", pid, stream = "stdout", "{line}")
+        }
         Stream::Stderr => {
             if line.starts_with("PHP Fatal error") || line.starts_with("PHP Parse error") {
                 tracing::error!(target: "hearth::worker", pid, "{line}");

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use std::os::unix::net::UnixStream;
 
@@ -32,7 +32,6 @@ pub(crate) enum Retire {
 #[derive(Debug)]
 pub(crate) struct WorkerShared {
     pub pid: u32,
-    pub booted_at: SystemTime,
     /// Set by the supervisor once the process has exited.
     dead: AtomicBool,
     retire: AtomicU8,
@@ -43,7 +42,6 @@ impl WorkerShared {
     pub fn new(pid: u32) -> Arc<WorkerShared> {
         Arc::new(WorkerShared {
             pid,
-            booted_at: SystemTime::now(),
             dead: AtomicBool::new(false),
             retire: AtomicU8::new(Retire::No as u8),
             retire_notify: Notify::new(),
@@ -111,7 +109,9 @@ impl Channel {
             let mut guard = self.fd.readable().await?;
             let spare = buf.spare_capacity_mut();
             let wanted = spare.len();
-            match guard.try_io(|socket| Ok(rustix::io::read(socket.get_ref(), &mut *spare).map(|(done, _)| done.len())?)) {
+            match guard.try_io(|socket| {
+                Ok(rustix::io::read(socket.get_ref(), &mut *spare).map(|(done, _)| done.len())?)
+            }) {
                 Ok(Ok(n)) => {
                     // SAFETY: read() initialized the first n bytes of the
                     // spare capacity it was given.

@@ -78,7 +78,11 @@ mod tests {
 
     fn sample_stream() -> (Vec<u8>, Vec<Frame>) {
         let frames = vec![
-            Frame::new(Kind::Ready, 0, Bytes::from_static(b"\x00\x03pid\x00\x00\x00\x0212")),
+            Frame::new(
+                Kind::Ready,
+                0,
+                Bytes::from_static(b"\x00\x03pid\x00\x00\x00\x0212"),
+            ),
             Frame::new(Kind::Request, 7, Bytes::from_static(b"a:0:{}")),
             Frame::new(Kind::Body, 7, Bytes::new()),
             Frame::new(Kind::Body, 7, Bytes::from(vec![0u8; 300])),
@@ -113,7 +117,11 @@ mod tests {
         let decoder = FrameDecoder::default();
         for cut in 0..=bytes.len() {
             let (a, b) = bytes.split_at(cut);
-            assert_eq!(decode_all(&decoder, &[a, b]).unwrap(), frames, "cut at {cut}");
+            assert_eq!(
+                decode_all(&decoder, &[a, b]).unwrap(),
+                frames,
+                "cut at {cut}"
+            );
         }
         for a in 0..=bytes.len() {
             for b in a..=bytes.len() {
@@ -127,7 +135,10 @@ mod tests {
     fn byte_at_a_time() {
         let (bytes, frames) = sample_stream();
         let chunks: Vec<&[u8]> = bytes.chunks(1).collect();
-        assert_eq!(decode_all(&FrameDecoder::default(), &chunks).unwrap(), frames);
+        assert_eq!(
+            decode_all(&FrameDecoder::default(), &chunks).unwrap(),
+            frames
+        );
     }
 
     #[test]
@@ -156,7 +167,10 @@ mod tests {
 
     #[test]
     fn configured_limit_is_capped() {
-        assert_eq!(FrameDecoder::new(u32::MAX).max_payload(), crate::MAX_PAYLOAD_LIMIT);
+        assert_eq!(
+            FrameDecoder::new(u32::MAX).max_payload(),
+            crate::MAX_PAYLOAD_LIMIT
+        );
     }
 
     #[test]
@@ -177,7 +191,11 @@ mod tests {
         encode_frame(&mut buf, Kind::Body, 0, 1, b"hello");
         buf.truncate(buf.len() - 1);
         assert_eq!(decoder.decode(&mut buf).unwrap(), None);
-        assert_eq!(buf.len(), HEADER_LEN + 4, "nothing consumed while incomplete");
+        assert_eq!(
+            buf.len(),
+            HEADER_LEN + 4,
+            "nothing consumed while incomplete"
+        );
     }
 
     fn arb_frame() -> impl Strategy<Value = Frame> {

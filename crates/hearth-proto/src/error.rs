@@ -7,11 +7,11 @@ use std::fmt;
 /// more and must be closed. Match on the predicates, not on the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
-    kind: Kind,
+    repr: Repr,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Kind {
+enum Repr {
     Version(u8),
     UnknownKind(u8),
     TooLarge { len: u32, max: u32 },
@@ -22,25 +22,25 @@ enum Kind {
 impl Error {
     pub(crate) fn version(v: u8) -> Self {
         Error {
-            kind: Kind::Version(v),
+            repr: Repr::Version(v),
         }
     }
 
     pub(crate) fn unknown_kind(k: u8) -> Self {
         Error {
-            kind: Kind::UnknownKind(k),
+            repr: Repr::UnknownKind(k),
         }
     }
 
     pub(crate) fn too_large(len: u32, max: u32) -> Self {
         Error {
-            kind: Kind::TooLarge { len, max },
+            repr: Repr::TooLarge { len, max },
         }
     }
 
     pub(crate) fn malformed(what: &'static str) -> Self {
         Error {
-            kind: Kind::Malformed(what),
+            repr: Repr::Malformed(what),
         }
     }
 
@@ -48,51 +48,51 @@ impl Error {
     /// (a response frame for another request, a kind sent the wrong way).
     pub fn unexpected(what: &'static str) -> Self {
         Error {
-            kind: Kind::Unexpected(what),
+            repr: Repr::Unexpected(what),
         }
     }
 
     /// See [`Error::unexpected`].
     pub fn is_unexpected(&self) -> bool {
-        matches!(self.kind, Kind::Unexpected(_))
+        matches!(self.repr, Repr::Unexpected(_))
     }
 
     /// The header carries a protocol version this side does not speak.
     pub fn is_version(&self) -> bool {
-        matches!(self.kind, Kind::Version(_))
+        matches!(self.repr, Repr::Version(_))
     }
 
     /// The header names a frame kind this version does not define.
     pub fn is_unknown_kind(&self) -> bool {
-        matches!(self.kind, Kind::UnknownKind(_))
+        matches!(self.repr, Repr::UnknownKind(_))
     }
 
     /// The header declares a payload larger than the configured maximum.
     /// Raised before anything is allocated for it.
     pub fn is_too_large(&self) -> bool {
-        matches!(self.kind, Kind::TooLarge { .. })
+        matches!(self.repr, Repr::TooLarge { .. })
     }
 
     /// A payload does not have the structure its kind requires.
     pub fn is_malformed(&self) -> bool {
-        matches!(self.kind, Kind::Malformed(_))
+        matches!(self.repr, Repr::Malformed(_))
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.kind {
-            Kind::Version(v) => write!(
+        match &self.repr {
+            Repr::Version(v) => write!(
                 f,
                 "unsupported protocol version {v} (this side speaks {})",
                 crate::VERSION
             ),
-            Kind::UnknownKind(k) => write!(f, "unknown frame kind {k}"),
-            Kind::TooLarge { len, max } => {
+            Repr::UnknownKind(k) => write!(f, "unknown frame kind {k}"),
+            Repr::TooLarge { len, max } => {
                 write!(f, "frame payload of {len} bytes exceeds the limit of {max}")
             }
-            Kind::Malformed(what) => write!(f, "malformed payload: {what}"),
-            Kind::Unexpected(what) => write!(f, "unexpected {what}"),
+            Repr::Malformed(what) => write!(f, "malformed payload: {what}"),
+            Repr::Unexpected(what) => write!(f, "unexpected {what}"),
         }
     }
 }

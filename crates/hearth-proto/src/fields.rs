@@ -46,8 +46,8 @@ impl Fields {
                 .map_err(|_| Error::malformed("field key is not UTF-8"))?
                 .to_owned();
             at += klen as usize;
-            let vlen =
-                read_u32(data, at).ok_or(Error::malformed("truncated field value length"))? as usize;
+            let vlen = read_u32(data, at).ok_or(Error::malformed("truncated field value length"))?
+                as usize;
             at += 4;
             if data.len() - at < vlen {
                 return Err(Error::malformed("truncated field value"));
@@ -65,7 +65,8 @@ impl Fields {
 
     /// The value of `key` as text, with invalid UTF-8 replaced.
     pub fn get_str(&self, key: &str) -> Option<String> {
-        self.get(key).map(|v| String::from_utf8_lossy(v).into_owned())
+        self.get(key)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Bytes)> {

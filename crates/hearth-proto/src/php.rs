@@ -173,7 +173,9 @@ mod tests {
         let mut inner = PhpArray::default();
         inner.push_str(b"x").push_int(-12);
         let mut a = PhpArray::default();
-        a.int(b"T", 1_700_000_000).float(b"F", 1.5).push_array(inner);
+        a.int(b"T", 1_700_000_000)
+            .float(b"F", 1.5)
+            .push_array(inner);
         let mut out = BytesMut::new();
         a.finish(&mut out);
         assert_eq!(

@@ -9,7 +9,10 @@ use hearth_proto::{Frame, FrameDecoder, Kind};
 use serde_json::Value;
 
 fn vectors() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/vectors/protocol.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/vectors/protocol.json"
+    );
     let text = std::fs::read_to_string(path).expect("tests/vectors/protocol.json");
     serde_json::from_str(&text).expect("valid JSON")
 }
@@ -96,7 +99,9 @@ fn bad_headers_give_the_named_error() {
     let decoder = decoder(&v);
     for case in v["errors"].as_array().expect("errors") {
         let mut buf = BytesMut::from(&hex(&case["hex"])[..]);
-        let err = decoder.decode(&mut buf).expect_err(case["name"].as_str().unwrap_or("?"));
+        let err = decoder
+            .decode(&mut buf)
+            .expect_err(case["name"].as_str().unwrap_or("?"));
         let ok = match case["error"].as_str().expect("error") {
             "version" => err.is_version(),
             "unknown_kind" => err.is_unknown_kind(),
@@ -117,7 +122,12 @@ fn field_lists() {
             .as_array()
             .expect("entries")
             .iter()
-            .map(|e| (e[0].as_str().unwrap_or("").to_owned(), e[1].as_str().unwrap_or("").to_owned()))
+            .map(|e| {
+                (
+                    e[0].as_str().unwrap_or("").to_owned(),
+                    e[1].as_str().unwrap_or("").to_owned(),
+                )
+            })
             .collect();
         let got: Vec<(String, String)> = decoded
             .iter()
@@ -137,11 +147,20 @@ fn response_heads() {
     let v = vectors();
     for case in v["heads"].as_array().expect("heads") {
         let head = ResponseHead::decode(&hex(&case["hex"]).into()).expect("decodes");
-        assert_eq!(u64::from(head.status), case["status"].as_u64().expect("status"));
+        assert_eq!(
+            u64::from(head.status),
+            case["status"].as_u64().expect("status")
+        );
         let lines: Vec<String> = head
             .headers
             .iter()
-            .map(|(n, v)| format!("{}: {}", String::from_utf8_lossy(n), String::from_utf8_lossy(v)))
+            .map(|(n, v)| {
+                format!(
+                    "{}: {}",
+                    String::from_utf8_lossy(n),
+                    String::from_utf8_lossy(v)
+                )
+            })
             .collect();
         let expected: Vec<String> = case["lines"]
             .as_array()
@@ -161,7 +180,9 @@ fn request_server_variables_serialize_as_php_does() {
         for (key, value) in case["server"].as_object().expect("server") {
             match value {
                 Value::String(s) => array.str(key.as_bytes(), s.as_bytes()),
-                Value::Number(n) if n.is_u64() => array.int(key.as_bytes(), n.as_i64().expect("int")),
+                Value::Number(n) if n.is_u64() => {
+                    array.int(key.as_bytes(), n.as_i64().expect("int"))
+                }
                 Value::Number(n) => array.float(key.as_bytes(), n.as_f64().expect("float")),
                 other => panic!("unexpected value {other}"),
             };

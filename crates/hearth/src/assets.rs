@@ -41,7 +41,10 @@ pub fn extract() -> io::Result<PathBuf> {
             continue;
         }
         if let Some(parent) = path.parent() {
-            fs::DirBuilder::new().recursive(true).mode(0o700).create(parent)?;
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)?;
         }
         // Write beside and rename, so a worker booting meanwhile never
         // reads half a file.
@@ -73,7 +76,10 @@ fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o022 != 0 {
         return Err(io::Error::new(
             io::ErrorKind::PermissionDenied,
-            format!("{} exists but is not a private directory owned by this user", dir.display()),
+            format!(
+                "{} exists but is not a private directory owned by this user",
+                dir.display()
+            ),
         ));
     }
     Ok(())

@@ -58,6 +58,11 @@ pub struct ServeSection {
     pub grace_period: Option<Seconds>,
     /// After the stop message, how long workers have to exit before SIGTERM.
     pub stop_timeout: Option<Seconds>,
+    /// Threads for HTTP and worker I/O (default: one per two CPUs).
+    pub threads: Option<usize>,
+    /// Run workers under SCHED_BATCH (default true): a worker woken by a
+    /// request does not preempt the server, saving a context switch.
+    pub batch_scheduling: Option<bool>,
     /// Extra php.ini settings for workers, passed as `-d name=value`.
     pub ini: BTreeMap<String, String>,
     /// Extra environment variables for workers.
@@ -114,13 +119,24 @@ impl FileConfig {
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
         let s = &self.serve;
-        let bad = |field: &str, why: &str| Err(ConfigError(format!("{}: serve.{field}: {why}", path.display())));
+        let bad = |field: &str, why: &str| {
+            Err(ConfigError(format!(
+                "{}: serve.{field}: {why}",
+                path.display()
+            )))
+        };
         if s.workers == Some(0) {
             return bad("workers", "must be at least 1");
         }
+        if s.threads == Some(0) {
+            return bad("threads", "must be at least 1");
+        }
         if let Some(listen) = &s.listen {
             if listen.parse::<std::net::SocketAddr>().is_err() {
-                return bad("listen", &format!("{listen:?} is not an address and port like 127.0.0.1:8080"));
+                return bad(
+                    "listen",
+                    &format!("{listen:?} is not an address and port like 127.0.0.1:8080"),
+                );
             }
         }
         if s.max_body_size.is_some_and(|m| m.0 == 0) {
@@ -145,15 +161,19 @@ impl std::str::FromStr for Size {
     fn from_str(s: &str) -> Result<Size, String> {
         let t = s.trim();
         let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
-        let n: u64 = digits
-            .parse()
-            .map_err(|_| format!("invalid size {s:?}: expected bytes or a number with K, M or G"))?;
+        let n: u64 = digits.parse().map_err(|_| {
+            format!("invalid size {s:?}: expected bytes or a number with K, M or G")
+        })?;
         let shift = match unit.trim().to_ascii_uppercase().as_str() {
             "" | "B" => 0,
             "K" | "KB" | "KIB" => 10,
             "M" | "MB" | "MIB" => 20,
             "G" | "GB" | "GIB" => 30,
-            _ => return Err(format!("invalid size {s:?}: expected bytes or a number with K, M or G")),
+            _ => {
+                return Err(format!(
+                    "invalid size {s:?}: expected bytes or a number with K, M or G"
+                ))
+            }
         };
         n.checked_mul(1 << shift)
             .map(Size)
@@ -170,7 +190,9 @@ impl<'de> Deserialize<'de> for Size {
                 f.write_str("a size in bytes or a string like \"8M\"")
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Size, E> {
-                u64::try_from(v).map(Size).map_err(|_| E::custom("a size cannot be negative"))
+                u64::try_from(v)
+                    .map(Size)
+                    .map_err(|_| E::custom("a size cannot be negative"))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Size, E> {
                 v.parse().map_err(E::custom)
@@ -189,17 +211,23 @@ impl std::str::FromStr for Seconds {
 
     fn from_str(s: &str) -> Result<Seconds, String> {
         let t = s.trim();
-        let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+        let split = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(t.len());
         let (number, unit) = t.split_at(split);
-        let n: f64 = number
-            .parse()
-            .map_err(|_| format!("invalid duration {s:?}: expected seconds or a number with ms, s, m or h"))?;
+        let n: f64 = number.parse().map_err(|_| {
+            format!("invalid duration {s:?}: expected seconds or a number with ms, s, m or h")
+        })?;
         let secs = match unit.trim() {
             "ms" => n / 1000.0,
             "" | "s" => n,
             "m" => n * 60.0,
             "h" => n * 3600.0,
-            _ => return Err(format!("invalid duration {s:?}: expected seconds or a number with ms, s, m or h")),
+            _ => {
+                return Err(format!(
+                    "invalid duration {s:?}: expected seconds or a number with ms, s, m or h"
+                ))
+            }
         };
         Duration::try_from_secs_f64(secs)
             .map(Seconds)
@@ -264,7 +292,10 @@ mod tests {
         let cases = [
             ("[serve]\nworkers = \"many\"\n", "serve.workers"),
             ("[serve]\nworkers = 0\n", "serve.workers"),
-            ("[serve]\nmax_body_size = \"8 parsecs\"\n", "serve.max_body_size"),
+            (
+                "[serve]\nmax_body_size = \"8 parsecs\"\n",
+                "serve.max_body_size",
+            ),
             ("[serve]\nqueue_timeout = \"soon\"\n", "serve.queue_timeout"),
             ("[serve]\nlisten = \"localhost\"\n", "serve.listen"),
             ("[serve]\nwokers = 2\n", "wokers"),
@@ -279,7 +310,9 @@ mod tests {
 
     #[test]
     fn line_numbers_point_at_the_value() {
-        let err = parse("[serve]\nlisten = \"127.0.0.1:1\"\nworkers = -2\n").unwrap_err().to_string();
+        let err = parse("[serve]\nlisten = \"127.0.0.1:1\"\nworkers = -2\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("line 3"), "{err}");
     }
 
@@ -288,8 +321,14 @@ mod tests {
         assert_eq!("1G".parse::<Size>().unwrap(), Size(1 << 30));
         assert_eq!("512".parse::<Size>().unwrap(), Size(512));
         assert!("x".parse::<Size>().is_err());
-        assert_eq!("2m".parse::<Seconds>().unwrap(), Seconds(Duration::from_secs(120)));
-        assert_eq!("1.5".parse::<Seconds>().unwrap(), Seconds(Duration::from_millis(1500)));
+        assert_eq!(
+            "2m".parse::<Seconds>().unwrap(),
+            Seconds(Duration::from_secs(120))
+        );
+        assert_eq!(
+            "1.5".parse::<Seconds>().unwrap(),
+            Seconds(Duration::from_millis(1500))
+        );
         assert!("-1s".parse::<Seconds>().is_err());
     }
 }

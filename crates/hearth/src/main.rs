@@ -10,7 +10,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "hearth", version, about = "Run PHP apps in warm workers", propagate_version = true)]
+#[command(
+    name = "hearth",
+    version,
+    about = "Run PHP apps in warm workers",
+    propagate_version = true
+)]
 struct Cli {
     /// Log level: error, warn, info, debug or trace (or RUST_LOG syntax).
     #[arg(long, global = true, env = "HEARTH_LOG", default_value = "info")]
@@ -23,7 +28,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve HTTP from warm PHP workers running SCRIPT (the built-in demo if none).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Print the directory of the PHP library built into this binary.
     PhpLib,
 }
@@ -32,8 +37,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log_level);
     let result = match cli.command {
-        Command::Serve(args) => serve::run(args),
-        Command::PhpLib => assets::extract().map(|dir: PathBuf| println!("{}", dir.join("php").display())).map_err(Into::into),
+        Command::Serve(args) => serve::run(*args),
+        Command::PhpLib => assets::extract()
+            .map(|dir: PathBuf| println!("{}", dir.join("php").display()))
+            .map_err(Into::into),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

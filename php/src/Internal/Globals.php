@@ -18,15 +18,16 @@ final class Globals
     /**
      * $_COOKIE from a Cookie header, as PHP builds it: pairs split on ";",
      * leading blanks of names dropped, names left undecoded, values
-     * raw-URL-decoded ("+" stays "+"), and the first of two cookies with the
-     * same plain name wins.
+     * raw-URL-decoded ("+" stays "+"), and a cookie with a plain name (no
+     * "[...]" index) is dropped when its key is already taken, by an earlier
+     * plain cookie or by an array ("a[x]=1; a=2" keeps the array).
      *
      * @return array<array-key, mixed>
      */
     public static function cookies(string $header): array
     {
         $query = '';
-        $seen = [];
+        $taken = [];
         foreach (explode(';', $header) as $pair) {
             $pair = ltrim($pair, " \t\n\r\v\f");
             if ($pair === '') {
@@ -38,13 +39,11 @@ final class Globals
             }
             $name = $eq === false ? $pair : substr($pair, 0, $eq);
             $value = $eq === false ? '' : rawurldecode(substr($pair, $eq + 1));
-            if (!str_contains($name, '[')) {
-                $key = strtr($name, ' .', '__');
-                if (isset($seen[$key])) {
-                    continue;
-                }
-                $seen[$key] = true;
+            [$key, $plain] = self::cookieKey($name);
+            if ($key === '' || ($plain && isset($taken[$key]))) {
+                continue;
             }
+            $taken[$key] = true;
             // parse_str() URL-decodes names; cookie names are not decoded,
             // so escape what decoding would change or what would split the pair.
             $query .= ($query === '' ? '' : '&')
@@ -63,7 +62,10 @@ final class Globals
      *
      * Each entry is [name, value] for a field, or [name, full_path, type,
      * tmp_name, error, size] for a file, in the order they arrived, so
-     * "files[]" numbers them as PHP would.
+     * "files[]" numbers them as PHP would. Like PHP, a file whose name has
+     * brackets that would need repairing ("a[b", "a]", "a[b]c") is dropped,
+     * and so is every file after it in the form (main/rfc1867.c never
+     * resets its skip_upload flag); fields are kept.
      *
      * @param list<array<int, string|int>> $entries
      * @return array{0: array<array-key, mixed>, 1: array<array-key, mixed>, 2: list<string>}
@@ -74,10 +76,15 @@ final class Globals
         $fields = '';
         $files = '';
         $uploaded = [];
+        $skipFiles = false;
         foreach ($entries as $entry) {
             $name = (string) $entry[0];
             if (count($entry) === 2) {
                 $fields .= ($fields === '' ? '' : '&') . self::encodeName($name) . '=' . rawurlencode((string) $entry[1]);
+                continue;
+            }
+            $skipFiles = $skipFiles || !self::hasCleanBrackets($name);
+            if ($skipFiles) {
                 continue;
             }
             [, $fullPath, $type, $tmp, $error, $size] = $entry;
@@ -138,6 +145,52 @@ final class Globals
             }
         }
         return $request;
+    }
+
+    /**
+     * The key of $_COOKIE a cookie name lands in, and whether the name is
+     * plain. PHP makes " " and "." in the name "_" up to the first "[";
+     * "a[b]" is an array under "a"; "a[b", with no "]" after the "[", is no
+     * index at all and becomes the plain name "a_b" (" ", "." and "[" made
+     * "_" throughout). PHP drops a plain cookie whose key exists
+     * (main/php_variables.c); cookies in arrays are never dropped.
+     *
+     * @return array{0: string, 1: bool}
+     */
+    private static function cookieKey(string $name): array
+    {
+        $open = strpos($name, '[');
+        if ($open === false) {
+            return [strtr($name, ' .', '__'), true];
+        }
+        if (strpos($name, ']', $open + 1) === false) {
+            return [strtr($name, ' .[', '___'), true];
+        }
+        return [strtr(substr($name, 0, $open), ' .', '__'), false];
+    }
+
+    /**
+     * PHP's test for upload names it accepts: brackets balanced, never
+     * closed before they open, and a "]" followed by nothing or by "[".
+     */
+    private static function hasCleanBrackets(string $name): bool
+    {
+        if (strpbrk($name, '[]') === false) {
+            return true;
+        }
+        $depth = 0;
+        $length = strlen($name);
+        for ($i = 0; $i < $length; $i++) {
+            if ($name[$i] === '[') {
+                $depth++;
+            } elseif ($name[$i] === ']') {
+                $depth--;
+                if ($depth < 0 || ($i + 1 < $length && $name[$i + 1] !== '[')) {
+                    return false;
+                }
+            }
+        }
+        return $depth === 0;
     }
 
     private static function encodeName(string $name): string

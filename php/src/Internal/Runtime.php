@@ -207,6 +207,9 @@ final class Runtime
         $this->requestId = $request->id;
         $this->method = (string) ($server['REQUEST_METHOD'] ?? '');
         $this->uri = (string) ($server['REQUEST_URI'] ?? '');
+        if (isset($server['HTTP_AUTHORIZATION'])) {
+            $server += self::authVariables($server['HTTP_AUTHORIZATION']);
+        }
         $_SERVER = $this->env === [] ? $server : $server + $this->env;
 
         $_GET = [];
@@ -555,6 +558,27 @@ final class Runtime
         if ($stderr !== false) {
             fwrite($stderr, 'hearth: ' . str_replace("\n", "\n  ", $message) . "\n");
         }
+    }
+
+    /**
+     * What PHP's SAPI layer derives from an Authorization header.
+     *
+     * @return array<string, string>
+     */
+    private static function authVariables(string $authorization): array
+    {
+        if (strncasecmp($authorization, 'Basic ', 6) === 0) {
+            $decoded = base64_decode(substr($authorization, 6), false);
+            if ($decoded !== false && str_contains($decoded, ':')) {
+                [$user, $password] = explode(':', $decoded, 2);
+                return ['PHP_AUTH_USER' => $user, 'PHP_AUTH_PW' => $password];
+            }
+            return [];
+        }
+        if (strncasecmp($authorization, 'Digest ', 7) === 0) {
+            return ['PHP_AUTH_DIGEST' => substr($authorization, 7)];
+        }
+        return [];
     }
 
     /** @param list<string> $lines */

@@ -1,0 +1,647 @@
+#!/usr/bin/env python3
+"""HTTP benchmark: Hearth against the reference nginx + php-fpm stack.
+
+For each app, starts `hearth serve WORKER --workers N` and nginx + php-fpm
+(bench/reference/nginx-fpm.sh, pm = static, pm.max_children = N) on free
+127.0.0.1 ports, checks that both answer the measured URL with status 200
+and the same body, then drives them with wrk in interleaved rounds
+(hearth, php-fpm, hearth, php-fpm, ...) and reports medians.
+
+    python3 bench/http.py                      # the full comparison
+    python3 bench/http.py --rounds 2 --duration 4 --apps slim
+
+Writes bench/results/http-<date>.md and bench/results/http-latest.md.
+Exits 0 when every request succeeded and the bodies matched, 1 when a
+request failed or the servers disagree, 2 when the setup is broken, 130 on
+Ctrl-C. Standard library only; see bench/README.md for how to read it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# This file is named http.py, and Python puts its directory first on the
+# import path: without this, `import http.client` would find this script.
+if sys.path and os.path.realpath(sys.path[0]) == os.path.dirname(os.path.realpath(__file__)):
+    del sys.path[0]
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import http.client  # noqa: E402
+import platform  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+NGINX_FPM = BENCH / "reference" / "nginx-fpm.sh"
+REPORT_LUA = BENCH / "wrk" / "report.lua"
+RESULTS = BENCH / "results"
+
+HEARTH = "hearth"
+FPM = "php-fpm"
+SERVER_LABELS = {HEARTH: "Hearth", FPM: "nginx + php-fpm"}
+
+# Variables that would change what the Hearth process measures: RUST_LOG and
+# HEARTH_LOG override --log-level, the other HEARTH_* ones are tuning and
+# debugging knobs. The benchmark measures the defaults a user gets.
+HEARTH_ENV_PREFIXES = ("HEARTH_", "RUST_LOG")
+
+
+@dataclass(frozen=True)
+class Check:
+    """A request made before measuring, on both servers."""
+
+    path: str
+    status: int
+    same_body: bool
+
+
+@dataclass(frozen=True)
+class App:
+    name: str
+    worker: Path
+    """Hearth's worker script."""
+    docroot: Path
+    script: str
+    """php-fpm's front controller under docroot."""
+    path: str
+    """The measured URL path."""
+    checks: tuple[Check, ...] = ()
+    """Extra requests that must behave the same on both servers."""
+
+
+APPS = {
+    "hello": App(
+        name="hello",
+        worker=BENCH / "apps" / "hello" / "worker.php",
+        docroot=BENCH / "apps" / "hello",
+        script="hello.php",
+        path="/",
+    ),
+    "slim": App(
+        name="slim",
+        worker=BENCH / "apps" / "slim" / "worker.php",
+        docroot=BENCH / "apps" / "slim",
+        script="index.php",
+        path="/",
+        checks=(
+            Check("/hello/bench", 200, same_body=True),
+            # Slim's HTML 404 page links to the home URL, port included.
+            Check("/no/such/page", 404, same_body=False),
+        ),
+    ),
+}
+
+
+class BenchError(Exception):
+    """The benchmark could not run: a server did not start, a tool is missing."""
+
+
+@dataclass
+class Round:
+    app: str
+    server: str
+    index: int
+    """1-based; 0 is the warm-up."""
+    requests: int
+    duration_s: float
+    bytes: int
+    p50_us: float
+    p99_us: float
+    mean_us: float
+    max_us: float
+    errors_connect: int
+    errors_read: int
+    errors_write: int
+    errors_timeout: int
+    errors_status: int
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def socket_errors(self) -> int:
+        return self.errors_connect + self.errors_read + self.errors_write + self.errors_timeout
+
+    @property
+    def failed(self) -> int:
+        return self.socket_errors + self.errors_status
+
+
+@dataclass
+class AppResult:
+    app: App
+    warmups: list[Round] = field(default_factory=list)
+    rounds: list[Round] = field(default_factory=list)
+
+    def measured(self, server: str) -> list[Round]:
+        return [r for r in self.rounds if r.server == server]
+
+    def failed(self) -> int:
+        return sum(r.failed for r in self.rounds + self.warmups)
+
+
+# ---------------------------------------------------------------- processes
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports the kernel says are free on 127.0.0.1, all distinct."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def fetch(port: int, path: str, timeout: float = 10.0) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        body = response.read()
+        headers = {k.lower(): v for k, v in response.getheaders()}
+        return response.status, headers, body
+    finally:
+        conn.close()
+
+
+def wait_until_serving(port: int, path: str, deadline_s: float, alive=lambda: True) -> None:
+    """Waits until GET path answers at all (any status): workers are up."""
+    deadline = time.monotonic() + deadline_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if not alive():
+            raise BenchError(f"server on port {port} exited while starting")
+        try:
+            fetch(port, path, timeout=5.0)
+            return
+        except (OSError, http.client.HTTPException) as e:
+            last = e
+            time.sleep(0.1)
+    raise BenchError(f"nothing answered on 127.0.0.1:{port}{path} within {deadline_s:.0f}s: {last}")
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class HearthServer:
+    """`hearth serve` in its own process group, so Ctrl-C on the benchmark
+    does not reach it and its php-cgi workers are found for cleanup."""
+
+    def __init__(self, binary: Path, app: App, port: int, workers: int, state: Path):
+        self.binary = binary
+        self.app = app
+        self.port = port
+        self.workers = workers
+        self.log = state / "hearth.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, env: dict[str, str]) -> None:
+        cmd = [
+            str(self.binary), "--log-level", "warn", "serve", str(self.app.worker),
+            "--listen", f"127.0.0.1:{self.port}", "--workers", str(self.workers),
+        ]
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=env, cwd=ROOT, start_new_session=True,
+            )
+        try:
+            wait_until_serving(self.port, self.app.path, 60.0, alive=lambda: self.proc.poll() is None)
+        except BenchError as e:
+            raise BenchError(f"hearth: {e}\n{tail(self.log)}") from None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        """SIGTERM to Hearth, which stops its workers politely; SIGKILL to
+        whatever is left of the process group after a grace period."""
+        if self.proc is None:
+            return
+        pgid = self.proc.pid
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self.proc = None
+
+
+class FpmServer:
+    """nginx + php-fpm through bench/reference/nginx-fpm.sh."""
+
+    def __init__(self, app: App, port: int, workers: int, state: Path):
+        self.app = app
+        self.port = port
+        self.workers = workers
+        self.state = state / "nginx-fpm"
+        self.started = False
+
+    def start(self) -> None:
+        self.started = True  # from here on, stop() has pid files to look for
+        result = subprocess.run(
+            [str(NGINX_FPM), "start", str(self.state), str(self.app.docroot), self.app.script,
+             str(self.port), str(self.workers)],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, start_new_session=True,
+        )
+        if result.returncode != 0:
+            raise BenchError(f"nginx-fpm.sh start failed:\n{result.stdout}{result.stderr}"
+                             f"{tail(self.state / 'nginx-error.log')}{tail(self.state / 'php-fpm.log')}")
+        wait_until_serving(self.port, self.app.path, 30.0)
+
+    def alive(self) -> bool:
+        for name in ("nginx", "php-fpm"):
+            try:
+                os.kill(int((self.state / f"{name}.pid").read_text().strip()), 0)
+            except (OSError, ValueError):
+                return False
+        return True
+
+    def stop(self) -> None:
+        if not self.started:
+            return
+        subprocess.run([str(NGINX_FPM), "stop", str(self.state)], stdin=subprocess.DEVNULL,
+                       capture_output=True, start_new_session=True, timeout=60)
+        self.started = False
+
+
+# ---------------------------------------------------------------------- wrk
+
+
+def run_wrk(wrk: str, port: int, path: str, connections: int, duration: int,
+            app: str, server: str, index: int) -> Round:
+    cmd = [wrk, "-t1", f"-c{connections}", f"-d{duration}s", "-s", str(REPORT_LUA),
+           f"http://127.0.0.1:{port}{path}"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=duration + 60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    report = next((line for line in out.splitlines() if line.startswith("hearth-bench-report ")), None)
+    if proc.returncode != 0 or report is None:
+        raise BenchError(f"wrk failed (exit {proc.returncode}):\n{out}")
+    values = dict(item.split("=", 1) for item in report.split()[1:])
+    n = {k: float(v) for k, v in values.items()}
+    return Round(
+        app=app, server=server, index=index,
+        requests=int(n["requests"]), duration_s=n["duration_us"] / 1e6, bytes=int(n["bytes"]),
+        p50_us=n["p50_us"], p99_us=n["p99_us"], mean_us=n["mean_us"], max_us=n["max_us"],
+        errors_connect=int(n["errors_connect"]), errors_read=int(n["errors_read"]),
+        errors_write=int(n["errors_write"]), errors_timeout=int(n["errors_timeout"]),
+        errors_status=int(n["errors_status"]),
+    )
+
+
+# ------------------------------------------------------------ verification
+
+
+def verify(app: App, ports: dict[str, int]) -> list[str]:
+    """Problems found before measuring; empty when both servers agree."""
+    problems = []
+    checks = (Check(app.path, 200, same_body=True),) + app.checks
+    for check in checks:
+        answers = {}
+        for server, port in ports.items():
+            try:
+                answers[server] = fetch(port, check.path)
+            except (OSError, http.client.HTTPException) as e:
+                problems.append(f"{app.name}: GET {check.path} on {server}: {e}")
+        if len(answers) != len(ports):
+            continue
+        for server, (status, _, _) in answers.items():
+            if status != check.status:
+                problems.append(f"{app.name}: GET {check.path} on {server}: status {status}, expected {check.status}")
+        bodies = {server: body for server, (_, _, body) in answers.items()}
+        if check.same_body and len(set(bodies.values())) > 1:
+            shown = ", ".join(f"{s}: {b[:120]!r} ({len(b)} bytes)" for s, b in bodies.items())
+            problems.append(f"{app.name}: GET {check.path}: the bodies differ: {shown}")
+        types = {server: headers.get("content-type", "") for server, (_, headers, _) in answers.items()}
+        if len(set(types.values())) > 1:
+            print(f"  note: GET {check.path}: Content-Type differs: {types}", file=sys.stderr)
+        status = "/".join(str(a[0]) for a in answers.values())
+        print(f"  checked GET {check.path}: status {status}"
+              + (", same body" if check.same_body and len(set(bodies.values())) == 1 else "")
+              + f" ({len(answers[HEARTH][2])} bytes)")
+    return problems
+
+
+# ----------------------------------------------------------------- running
+
+
+def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
+              state_root: Path) -> AppResult:
+    print(f"\n== {app.name}: hearth {app.worker.relative_to(ROOT)} vs php-fpm "
+          f"{(app.docroot / app.script).relative_to(ROOT)}, GET {app.path}")
+    state = Path(tempfile.mkdtemp(prefix=f"{app.name}-", dir=state_root))
+    hearth_port, fpm_port = free_ports(2)
+    hearth = HearthServer(args.hearth, app, hearth_port, args.workers, state)
+    fpm = FpmServer(app, fpm_port, args.workers, state)
+    servers = {HEARTH: hearth, FPM: fpm}
+    ports = {HEARTH: hearth_port, FPM: fpm_port}
+    result = AppResult(app)
+    try:
+        hearth.start(hearth_env)
+        fpm.start()
+        print(f"  hearth on 127.0.0.1:{hearth_port}, nginx + php-fpm on 127.0.0.1:{fpm_port}")
+        problems = verify(app, ports)
+        if problems:
+            raise VerificationFailed(problems)
+
+        def one(server: str, index: int, duration: int) -> Round:
+            if not servers[server].alive():
+                raise BenchError(f"{server} is no longer running")
+            r = run_wrk(args.wrk, ports[server], app.path, args.connections, duration,
+                        app.name, server, index)
+            label = "warm-up" if index == 0 else f"round {index}/{args.rounds}"
+            print(f"  {label:<12} {server:<8} {r.rps:>10.0f} req/s  p50 {r.p50_us / 1000:6.2f} ms"
+                  f"  p99 {r.p99_us / 1000:6.2f} ms  failed {r.failed}", flush=True)
+            return r
+
+        for server in (HEARTH, FPM):
+            result.warmups.append(one(server, 0, args.warmup))
+        for index in range(1, args.rounds + 1):
+            for server in (HEARTH, FPM):
+                result.rounds.append(one(server, index, args.duration))
+        return result
+    finally:
+        fpm.stop()
+        hearth.stop()
+
+
+class VerificationFailed(Exception):
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+# ----------------------------------------------------------------- report
+
+
+def first_line(cmd: list[str]) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0] if text else "unknown"
+
+
+def find_fpm() -> str:
+    for name in ("php-fpm8.2", "php-fpm8.3", "php-fpm8.1", "php-fpm"):
+        for directory in ("/usr/sbin", "/usr/bin", "/usr/local/sbin"):
+            if os.access(f"{directory}/{name}", os.X_OK):
+                return f"{directory}/{name}"
+    return "php-fpm"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def loadavg() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def git_revision() -> str:
+    rev = first_line(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
+    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain"],
+                           capture_output=True, text=True).stdout.strip()
+    return rev + ("+dirty" if dirty else "")
+
+
+def machine(args: argparse.Namespace) -> dict[str, str]:
+    php_cgi = shutil.which("php-cgi") or "php-cgi"
+    return {
+        "CPUs (nproc)": str(len(os.sched_getaffinity(0))),
+        "CPU model": cpu_model(),
+        "Kernel": f"{platform.system()} {platform.release()}",
+        "PHP (Hearth workers)": f"{first_line([php_cgi, '-v'])} ({php_cgi})",
+        "PHP (php-fpm)": f"{first_line([find_fpm(), '-v'])} ({find_fpm()})",
+        "nginx": first_line([shutil.which("nginx") or "/usr/sbin/nginx", "-v"]),
+        "Hearth": f"{first_line([str(args.hearth), '--version'])} ({args.hearth}, git {git_revision()})",
+        "wrk": first_line([args.wrk, "--version"]),
+    }
+
+
+def fmt_ms(us: float) -> str:
+    return f"{us / 1000:.2f}"
+
+
+def fmt_ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}×" if b else "n/a"
+
+
+def summary_table(results: list[AppResult]) -> str:
+    lines = [
+        "| app | URL | server | req/s | p50 (ms) | p99 (ms) | failed requests |",
+        "|-----|-----|--------|------:|---------:|---------:|----------------:|",
+    ]
+    for res in results:
+        med = {}
+        for server in (HEARTH, FPM):
+            rounds = res.measured(server)
+            med[server] = (
+                statistics.median(r.rps for r in rounds),
+                statistics.median(r.p50_us for r in rounds),
+                statistics.median(r.p99_us for r in rounds),
+            )
+            failed = sum(r.failed for r in rounds)
+            lines.append(f"| {res.app.name} | `{res.app.path}` | {SERVER_LABELS[server]} | {med[server][0]:.0f} "
+                         f"| {fmt_ms(med[server][1])} | {fmt_ms(med[server][2])} | {failed} |")
+        h, f = med[HEARTH], med[FPM]
+        lines.append(f"| {res.app.name} | `{res.app.path}` | **Hearth / php-fpm** | **{fmt_ratio(h[0], f[0])}** "
+                     f"| {fmt_ratio(h[1], f[1])} | {fmt_ratio(h[2], f[2])} | |")
+    return "\n".join(lines)
+
+
+def raw_table(results: list[AppResult]) -> str:
+    lines = [
+        "| app | round | server | req/s | p50 (ms) | p99 (ms) | mean (ms) | max (ms) | requests "
+        "| seconds | bytes/req | connect/read/write/timeout errors | status ≥ 400 |",
+        "|-----|------:|--------|------:|---------:|---------:|----------:|---------:|---------:"
+        "|--------:|----------:|:---:|-------------:|",
+    ]
+    for res in results:
+        for r in res.warmups + res.rounds:
+            per = r.bytes / r.requests if r.requests else 0
+            lines.append(
+                f"| {res.app.name} | {'warm-up' if r.index == 0 else r.index} | {r.server} | {r.rps:.0f} "
+                f"| {fmt_ms(r.p50_us)} | {fmt_ms(r.p99_us)} | {fmt_ms(r.mean_us)} | {fmt_ms(r.max_us)} "
+                f"| {r.requests} | {r.duration_s:.2f} | {per:.0f} "
+                f"| {r.errors_connect}/{r.errors_read}/{r.errors_write}/{r.errors_timeout} | {r.errors_status} |")
+    return "\n".join(lines)
+
+
+def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[str, str],
+                 started: datetime.datetime, load_before: str, stripped: list[str]) -> str:
+    wrk_line = (f"`wrk -t1 -c{args.connections} -d{args.duration}s -s bench/wrk/report.lua`, "
+                f"{args.warmup}s warm-up per server, then {args.rounds} rounds per server, interleaved "
+                f"hearth, php-fpm, hearth, php-fpm, ...")
+    header = [
+        "# HTTP benchmark: Hearth vs nginx + php-fpm",
+        "",
+        f"Run {started:%Y-%m-%d %H:%M:%S %Z} with `python3 bench/http.py {' '.join(args.argv)}`".rstrip() + ".",
+        "",
+        *(f"- {k}: {v}" for k, v in info.items()),
+        f"- wrk parameters: {wrk_line}",
+        f"- N = {args.workers}: `hearth serve --workers {args.workers} --log-level warn`; "
+        f"php-fpm `pm = static`, `pm.max_children = {args.workers}` behind nginx (`worker_processes auto`); "
+        "access logs off on both",
+        f"- Load average (1/5/15 min) before: {load_before}, after: {loadavg()}",
+    ]
+    if stripped:
+        header.append(f"- Removed from Hearth's environment: {', '.join(stripped)}")
+    text = "\n".join(header) + (
+        "\n\n## Medians over rounds\n\n"
+        "req/s: higher is better; latencies: lower is better. The ratio row divides Hearth's "
+        "median by php-fpm's (above 1× is faster for req/s, below 1× is faster for latency). "
+        "Failed requests: socket errors plus responses with status ≥ 400, over the measured rounds.\n\n"
+        + summary_table(results)
+        + "\n\n## Every round\n\n"
+        + raw_table(results)
+        + "\n"
+    )
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    dated = RESULTS / f"http-{started:%Y-%m-%d-%H%M%S}.md"
+    dated.write_text(text)
+    (RESULTS / "http-latest.md").write_text(text)
+    return str(dated.relative_to(ROOT))
+
+
+# -------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--apps", default="hello,slim", help="comma-separated apps: %s (default: %%(default)s)"
+                   % ", ".join(APPS))
+    p.add_argument("--rounds", type=int, default=5, help="measured rounds per server (default: %(default)s)")
+    p.add_argument("--duration", type=int, default=10, help="seconds per round (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=3, help="seconds of warm-up per server (default: %(default)s)")
+    p.add_argument("--connections", type=int, default=64, help="wrk connections (default: %(default)s)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="Hearth workers and php-fpm pm.max_children (default: %(default)s)")
+    p.add_argument("--hearth", type=Path, default=ROOT / "target" / "release" / "hearth",
+                   help="hearth binary (default: target/release/hearth)")
+    p.add_argument("--wrk", default="wrk", help="wrk binary (default: %(default)s)")
+    args = p.parse_args(argv)
+    args.argv = argv
+    names = [n.strip() for n in args.apps.split(",") if n.strip()]
+    unknown = [n for n in names if n not in APPS]
+    if unknown or not names:
+        p.error(f"--apps: unknown app(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(APPS)}")
+    args.app_list = [APPS[n] for n in names]
+    for name in ("rounds", "duration", "warmup", "connections", "workers"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} must be at least 1")
+    args.hearth = args.hearth.resolve()
+    if not os.access(args.hearth, os.X_OK):
+        p.error(f"--hearth: {args.hearth} is not an executable (build it with `cargo build --release`)")
+    if shutil.which(args.wrk) is None:
+        p.error(f"--wrk: {args.wrk} not found (apt-get install wrk)")
+    return args
+
+
+def on_sigterm(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGHUP, on_sigterm)
+
+    hearth_env = {k: v for k, v in os.environ.items() if not k.startswith(HEARTH_ENV_PREFIXES)}
+    stripped = sorted(k for k in os.environ if k.startswith(HEARTH_ENV_PREFIXES))
+    if stripped:
+        print(f"note: running Hearth without {', '.join(stripped)} from the environment", file=sys.stderr)
+
+    started = datetime.datetime.now().astimezone()
+    load_before = loadavg()
+    info = machine(args)
+    print("HTTP benchmark: Hearth vs nginx + php-fpm")
+    for k, v in info.items():
+        print(f"  {k}: {v}")
+    print(f"  load average: {load_before}")
+    try:
+        if float(load_before.split()[0]) > 0.5:
+            print("warning: the machine is busy (1-minute load average above 0.5); "
+                  "results will be noisy", file=sys.stderr)
+    except ValueError:
+        pass
+
+    results: list[AppResult] = []
+    state_root = Path(tempfile.mkdtemp(prefix="hearth-bench-"))
+    try:
+        for app in args.app_list:
+            results.append(bench_app(app, args, hearth_env, state_root))
+    except VerificationFailed as e:
+        print("\nthe servers disagree, nothing measured:", file=sys.stderr)
+        for problem in e.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 1
+    except BenchError as e:
+        print(f"\nbench/http.py: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ninterrupted; servers stopped", file=sys.stderr)
+        return 130
+    finally:
+        shutil.rmtree(state_root, ignore_errors=True)
+
+    path = write_report(results, args, info, started, load_before, stripped)
+    print("\n" + summary_table(results))
+    print(f"\nwrote {path} and bench/results/http-latest.md")
+    failed = sum(r.failed() for r in results)
+    if failed:
+        print(f"\n{failed} request(s) failed (see the per-round table)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

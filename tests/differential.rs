@@ -1,0 +1,392 @@
+//! The reference for PHP behaviour is nginx + php-fpm with Debian's
+//! defaults. This test serves one legacy app (tests/fixtures/legacy) with
+//! both, sends both the same requests, and compares status, headers and
+//! body. The few differences that are by design are listed here, and in
+//! docs/compatibility.md.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::net::{SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::process::Command;
+
+use support::{fixture, request, CookieJar, Req, Response, Server};
+
+/// nginx + php-fpm, started and stopped by bench/reference/nginx-fpm.sh.
+struct Reference {
+    state: tempfile::TempDir,
+    addr: SocketAddr,
+}
+
+impl Reference {
+    fn start(docroot: &PathBuf, script: &str) -> Reference {
+        let state = support::tempdir();
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("free port")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let out = Command::new(support::root().join("bench/reference/nginx-fpm.sh"))
+            .arg("start")
+            .arg(state.path())
+            .arg(docroot)
+            .arg(script)
+            .arg(port.to_string())
+            .arg("2")
+            .output()
+            .expect("run bench/reference/nginx-fpm.sh (needs nginx and php8.2-fpm)");
+        assert!(
+            out.status.success(),
+            "nginx + php-fpm did not start:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Reference {
+            state,
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        }
+    }
+}
+
+impl Drop for Reference {
+    fn drop(&mut self) {
+        let _ = Command::new(support::root().join("bench/reference/nginx-fpm.sh"))
+            .arg("stop")
+            .arg(self.state.path())
+            .status();
+    }
+}
+
+/// Headers that describe the transport, not the app: nginx sends chunked
+/// bodies with `Connection: keep-alive` and its `Server`; Hearth sends a
+/// Content-Length when the whole body is at hand.
+const TRANSPORT_HEADERS: &[&str] = &[
+    "date",
+    "server",
+    "connection",
+    "transfer-encoding",
+    "content-length",
+    "keep-alive",
+];
+
+/// Status, headers and body as an HTTP client sees them: header names are
+/// case-insensitive and the order of different names carries no meaning
+/// (nginx emits Content-Type in a place of its own), so headers are grouped
+/// by name, keeping the order of repeated ones (Set-Cookie).
+fn comparable(
+    r: &Response,
+    normalize: &dyn Fn(&str) -> String,
+) -> (u16, Vec<(String, String)>, String) {
+    let mut headers: Vec<(String, String)> = r
+        .headers
+        .iter()
+        .filter(|(n, _)| !TRANSPORT_HEADERS.contains(&n.to_ascii_lowercase().as_str()))
+        .map(|(n, v)| (n.to_ascii_lowercase(), normalize(v)))
+        .collect();
+    headers.sort_by(|a, b| a.0.cmp(&b.0));
+    (r.status, headers, normalize(&r.text()))
+}
+
+fn same(name: &str, fpm: &Response, hearth: &Response) {
+    same_normalized(name, fpm, hearth, &|s: &str| s.to_owned());
+}
+
+fn same_normalized(
+    name: &str,
+    fpm: &Response,
+    hearth: &Response,
+    normalize: &dyn Fn(&str) -> String,
+) {
+    let (fs, fh, fb) = comparable(fpm, normalize);
+    let (hs, hh, hb) = comparable(hearth, normalize);
+    assert_eq!(
+        hs, fs,
+        "{name}: status (php-fpm body: {fb:?}, hearth body: {hb:?})"
+    );
+    assert_eq!(hh, fh, "{name}: headers");
+    assert_eq!(hb, fb, "{name}: body");
+}
+
+struct Both {
+    fpm: Reference,
+    hearth: Server,
+}
+
+impl Both {
+    fn start() -> Both {
+        let docroot = fixture("legacy");
+        let fpm = Reference::start(&docroot, "index.php");
+        let hearth = Server::start(&docroot.join("index.php"), &[]);
+        Both { fpm, hearth }
+    }
+
+    fn send(&self, req: &Req) -> (Response, Response) {
+        (req.send(self.fpm.addr), req.send(self.hearth.addr))
+    }
+
+    fn raw(&self, bytes: &[u8]) -> (Response, Response) {
+        (
+            request(self.fpm.addr, bytes),
+            request(self.hearth.addr, bytes),
+        )
+    }
+}
+
+#[test]
+fn server_variables_match_php_fpm() {
+    let both = Both::start();
+    let req = Req::new("GET", "/server?x=1&y=%20z")
+        .header("User-Agent", "differential/1.0")
+        .header("Accept", "text/html")
+        .header("Accept-Language", "en")
+        .header("Cookie", "a=1; b=2")
+        .header("X-Forwarded-For", "10.0.0.1")
+        .header("Authorization", "Basic dXNlcjpwYXNz");
+    let (fpm, hearth) = both.send(&req);
+    assert_eq!(fpm.status, 200, "{}", fpm.text());
+    assert_eq!(hearth.status, 200, "{}", hearth.text());
+    let fpm: BTreeMap<String, serde_json::Value> =
+        serde_json::from_slice(&fpm.body).expect("fpm json");
+    let hearth: BTreeMap<String, serde_json::Value> =
+        serde_json::from_slice(&hearth.body).expect("hearth json");
+
+    // By design: the server's name and version; ports and times; and the
+    // process environment, which php-fpm clears (clear_env = yes) and
+    // Hearth passes to workers as `php -S` and most app servers do.
+    let varies = [
+        "SERVER_SOFTWARE",
+        "SERVER_PORT",
+        "REMOTE_PORT",
+        "REQUEST_TIME",
+        "REQUEST_TIME_FLOAT",
+        "HTTP_HOST",
+    ];
+    // The environment of the hearth process: the test's own, plus what the
+    // test harness sets for it.
+    let mut env: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
+    env.extend(["HEARTH_LOG".to_owned(), "NO_COLOR".to_owned()]);
+    let fpm_only_by_design = ["FCGI_ROLE", "USER", "HOME"];
+    let mut problems = Vec::new();
+    for key in fpm.keys() {
+        if !hearth.contains_key(key) && !fpm_only_by_design.contains(&key.as_str()) {
+            problems.push(format!(
+                "$_SERVER[{key}] is missing under Hearth (php-fpm: {})",
+                fpm[key]
+            ));
+        }
+    }
+    for key in hearth.keys() {
+        if !fpm.contains_key(key) && !env.contains(key) {
+            problems.push(format!(
+                "$_SERVER[{key}] exists under Hearth but not under php-fpm: {}",
+                hearth[key]
+            ));
+        }
+    }
+    for (key, value) in &fpm {
+        if varies.contains(&key.as_str()) || env.contains(key) {
+            continue;
+        }
+        if let Some(mine) = hearth.get(key) {
+            if mine != value {
+                problems.push(format!("$_SERVER[{key}]: php-fpm {value}, hearth {mine}"));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "$_SERVER differs:\n{}",
+        problems.join("\n")
+    );
+    for key in [
+        "REQUEST_TIME",
+        "REQUEST_TIME_FLOAT",
+        "SERVER_PORT",
+        "REMOTE_PORT",
+    ] {
+        assert_eq!(
+            std::mem::discriminant(&hearth[key]),
+            std::mem::discriminant(&fpm[key]),
+            "$_SERVER[{key}] has the same type ({} vs {})",
+            hearth[key],
+            fpm[key]
+        );
+    }
+}
+
+#[test]
+fn query_strings_cookies_and_headers_match() {
+    let both = Both::start();
+    let (f, h) = both.send(
+        &Req::new(
+            "GET",
+            "/?a=1&b[]=2&b[]=3&c.d=4&e[x][y]=5&%C3%A9=%E2%82%AC&plus=a+b",
+        )
+        .header(
+            "Cookie",
+            "s=1; t=x+y; u=%20v; arr[k]=w; s=second; sp.a ce=7",
+        ),
+    );
+    assert_eq!(f.status, 200);
+    same("GET / with a query and cookies", &f, &h);
+    let cases = [
+        ("/redirect", 302),
+        ("/gone", 410),
+        ("/teapot", 418),
+        ("/missing", 404),
+        ("/headers", 200),
+        ("/no-content", 204),
+        ("/empty", 200),
+        ("/big", 200),
+        ("/nope/deeper?q=1", 404),
+    ];
+    for (path, status) in cases {
+        let (f, h) = both.send(&Req::new("GET", path));
+        assert_eq!(
+            f.status, status,
+            "php-fpm answered {path} with {}",
+            f.status
+        );
+        same(path, &f, &h);
+    }
+    let (f, h) = both.send(&Req::new("HEAD", "/index"));
+    assert_eq!(f.status, 200);
+    same("HEAD", &f, &h);
+    let (f, h) = both.send(
+        &Req::new("GET", "/server").header("Authorization", "Digest username=\"u\", realm=\"r\""),
+    );
+    let (fj, hj) = (f.json(), h.json());
+    for key in ["PHP_AUTH_DIGEST", "REMOTE_USER"] {
+        assert_eq!(hj[key], fj[key], "$_SERVER[{key}] with Digest credentials");
+    }
+    let (f, h) = both.send(&Req::new("GET", "/server"));
+    assert_eq!(
+        h.json()["REMOTE_USER"],
+        f.json()["REMOTE_USER"],
+        "REMOTE_USER without credentials"
+    );
+}
+
+#[test]
+fn forms_and_raw_bodies_match() {
+    let both = Both::start();
+    let cases = [
+        Req::new("POST", "/form?q=get")
+            .form("name=Ada+L&tags[]=a&tags[]=b&x[y][z]=1&%C3%A9=%E2%82%AC&q=post"),
+        Req::new("POST", "/form")
+            .header(
+                "Content-Type",
+                "application/x-www-form-urlencoded; charset=UTF-8",
+            )
+            .body("a=1"),
+        Req::new("PUT", "/form").form("a=1"),
+        Req::new("POST", "/form")
+            .header("Content-Type", "text/plain")
+            .body("a=1&b=2"),
+        Req::new("PUT", "/json")
+            .header("Content-Type", "application/json")
+            .body(r#"{"k":[1,2]}"#),
+        Req::new("DELETE", "/json")
+            .header("Content-Type", "application/json")
+            .body("{}"),
+        Req::new("PATCH", "/json").body("patch body"),
+    ];
+    for (i, req) in cases.iter().enumerate() {
+        let (f, h) = both.send(req);
+        assert_eq!(f.status, 200, "php-fpm, body case {i}: {}", f.text());
+        same(&format!("body case {i}"), &f, &h);
+    }
+    let chunked = b"POST /form HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/x-www-form-urlencoded\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n4\r\na=1&\r\n3\r\nb=2\r\n0\r\n\r\n";
+    let (f, h) = both.raw(chunked);
+    assert!(f.text().contains("'b' => '2'"), "{}", f.text());
+    same("chunked form", &f, &h);
+}
+
+#[test]
+fn uploads_match() {
+    let both = Both::start();
+    let req = Req::new("POST", "/upload").multipart(&[
+        ("title", None, None, b"T\xc3\xa9st"),
+        (
+            "doc",
+            Some("dir/report.txt"),
+            Some("text/plain"),
+            b"contents\x00\xff",
+        ),
+        (
+            "many[]",
+            Some("a.bin"),
+            Some("application/octet-stream"),
+            b"AAAA",
+        ),
+        ("many[]", Some("b.bin"), None, b"BB"),
+        ("deep[x][]", Some("c.txt"), Some("text/plain"), b"C"),
+        ("empty", Some(""), Some("application/octet-stream"), b""),
+        ("list[]", None, None, b"1"),
+        ("list[]", None, None, b"2"),
+    ]);
+    let (f, h) = both.send(&req);
+    assert_eq!(f.status, 200, "{}", f.text());
+    assert!(
+        f.text()
+            .contains("'tmp_name' => '83f0bcef574dc700c6dc46244ae92531'"),
+        "uploads were read: {}",
+        f.text()
+    );
+    same("multipart upload", &f, &h);
+}
+
+#[test]
+fn sessions_match() {
+    let both = Both::start();
+    let sid = regex_free_session_id;
+    let mut fjar = CookieJar::default();
+    let mut hjar = CookieJar::default();
+    let (f, h) = both.send(&Req::new("GET", "/session"));
+    fjar.store(&f);
+    hjar.store(&h);
+    same_normalized("first session request", &f, &h, &sid);
+    let f = Req::new("GET", "/session")
+        .header("Cookie", &fjar.header())
+        .send(both.fpm.addr);
+    let h = Req::new("GET", "/session")
+        .header("Cookie", &hjar.header())
+        .send(both.hearth.addr);
+    same_normalized("second session request", &f, &h, &sid);
+    assert_eq!(f.text(), "n=2");
+    assert!(f.header("set-cookie").is_none());
+}
+
+#[test]
+fn exit_and_errors_match() {
+    let both = Both::start();
+    for (path, status) in [("/exit", 200), ("/exception", 500), ("/user-error", 500)] {
+        let (f, h) = both.send(&Req::new("GET", path));
+        assert_eq!(
+            f.status, status,
+            "php-fpm answered {path} with {}",
+            f.status
+        );
+        same(path, &f, &h);
+    }
+}
+
+/// Replaces PHP session ids (26 or more [a-z0-9,-] characters after
+/// PHPSESSID=) with a placeholder.
+fn regex_free_session_id(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find("PHPSESSID=") {
+        out.push_str(&rest[..at + "PHPSESSID=".len()]);
+        rest = &rest[at + "PHPSESSID=".len()..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == ',' || c == '-'))
+            .unwrap_or(rest.len());
+        out.push_str("<sid>");
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
