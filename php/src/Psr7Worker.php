@@ -166,7 +166,14 @@ final class Psr7Worker
         $out = [];
         foreach ($files as $key => $file) {
             if (is_array($file) && isset($file['tmp_name'], $file['error'])) {
-                $out[$key] = self::fileTree($factory, $file['tmp_name'], $file['size'] ?? 0, $file['error'], $file['name'] ?? null, $file['type'] ?? null);
+                $out[$key] = self::fileTree(
+                    $factory,
+                    $file['tmp_name'],
+                    $file['size'] ?? 0,
+                    $file['error'],
+                    $file['name'] ?? null,
+                    $file['type'] ?? null,
+                );
             } elseif (is_array($file)) {
                 $out[$key] = self::uploadedFiles($factory, $file);
             }
@@ -175,12 +182,25 @@ final class Psr7Worker
     }
 
     /** @return UploadedFileInterface|array<array-key, mixed> */
-    private static function fileTree(object $factory, mixed $tmp, mixed $size, mixed $error, mixed $name, mixed $type): mixed
-    {
+    private static function fileTree(
+        object $factory,
+        mixed $tmp,
+        mixed $size,
+        mixed $error,
+        mixed $name,
+        mixed $type,
+    ): mixed {
         if (is_array($tmp)) {
             $out = [];
             foreach ($tmp as $k => $t) {
-                $out[$k] = self::fileTree($factory, $t, $size[$k] ?? 0, $error[$k] ?? UPLOAD_ERR_NO_FILE, $name[$k] ?? null, $type[$k] ?? null);
+                $out[$k] = self::fileTree(
+                    $factory,
+                    $t,
+                    $size[$k] ?? 0,
+                    $error[$k] ?? UPLOAD_ERR_NO_FILE,
+                    $name[$k] ?? null,
+                    $type[$k] ?? null,
+                );
             }
             return $out;
         }

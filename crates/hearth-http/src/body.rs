@@ -72,17 +72,31 @@ impl UploadSettings {
     }
 }
 
-/// Bytes in a php.ini quantity ("8M", "512K", "1G", "1048576"); 0 means no limit.
+/// Bytes in a php.ini quantity ("8M", "512K", "1G", "1048576", "0x100000"),
+/// read as PHP's ini_parse_quantity() reads it; 0 means no limit.
 pub(crate) fn ini_bytes(value: &str) -> u64 {
     let value = value.trim();
-    let digits: String = value.chars().take_while(|c| c.is_ascii_digit()).collect();
-    let n: u64 = digits.parse().unwrap_or(0);
-    match value.chars().last().map(|c| c.to_ascii_lowercase()) {
-        Some('k') => n << 10,
-        Some('m') => n << 20,
-        Some('g') => n << 30,
-        _ => n,
-    }
+    let (body, shift) = match value.chars().last().map(|c| c.to_ascii_lowercase()) {
+        Some('k') => (&value[..value.len() - 1], 10),
+        Some('m') => (&value[..value.len() - 1], 20),
+        Some('g') => (&value[..value.len() - 1], 30),
+        _ => (value, 0),
+    };
+    let body = body.trim();
+    let lower = body.to_ascii_lowercase();
+    let (digits, radix) = if let Some(hex) = lower.strip_prefix("0x") {
+        (hex.to_owned(), 16)
+    } else if let Some(oct) = lower.strip_prefix("0o") {
+        (oct.to_owned(), 8)
+    } else if let Some(bin) = lower.strip_prefix("0b") {
+        (bin.to_owned(), 2)
+    } else if lower.len() > 1 && lower.starts_with('0') {
+        (lower[1..].to_owned(), 8)
+    } else {
+        (lower, 10)
+    };
+    let valid: String = digits.chars().take_while(|c| c.is_digit(radix)).collect();
+    u64::from_str_radix(&valid, radix).unwrap_or(0) << shift
 }
 
 /// The boundary when this is a form PHP would parse into `$_POST`/`$_FILES`.
@@ -335,6 +349,11 @@ mod tests {
         assert_eq!(ini_bytes("1G"), 1 << 30);
         assert_eq!(ini_bytes("1000"), 1000);
         assert_eq!(ini_bytes(""), 0);
+        assert_eq!(ini_bytes("0x10"), 16);
+        assert_eq!(ini_bytes("0x10K"), 16 << 10);
+        assert_eq!(ini_bytes("0o17"), 15);
+        assert_eq!(ini_bytes("0b11"), 3);
+        assert_eq!(ini_bytes("010"), 8);
     }
 
     #[test]

@@ -209,13 +209,25 @@ impl Pool {
             let worker = lock(&s.idle).pop();
             match worker {
                 Some(worker) if !worker.shared.is_dead() => {
+                    // A worker idle for a while may have died meanwhile (the
+                    // OOM killer, an operator) without being reaped yet: one
+                    // poll() tells, and a busy server, whose workers are back
+                    // at work within microseconds, never pays for it.
+                    if worker.idle_since.elapsed() > IDLE_CHECK_AFTER && !worker.is_quiet() {
+                        tracing::warn!(
+                            pid = worker.pid(),
+                            "idle worker hung up or sent unexpected bytes; replacing it"
+                        );
+                        worker.shared.retire(Retire::Now);
+                        continue;
+                    }
                     return Ok(Lease {
                         worker: Some(worker),
                         pool: s.clone(),
                         request_id: 0,
                         in_flight: false,
                         broken: false,
-                    })
+                    });
                 }
                 // Died while idle; its supervisor is already replacing it.
                 Some(_) | None => continue,
@@ -414,6 +426,9 @@ async fn drain(worker: &mut Worker, id: u32) -> Result<(), Error> {
     }
 }
 
+/// Idle workers older than this are checked before being handed a request.
+const IDLE_CHECK_AFTER: Duration = Duration::from_millis(1);
+
 /// Puts a worker back on the idle stack, or stops it if the pool is stopping.
 fn release(pool: &Arc<Shared>, mut worker: Worker) {
     if pool.stopping.load(Ordering::Acquire) {
@@ -424,6 +439,7 @@ fn release(pool: &Arc<Shared>, mut worker: Worker) {
         return;
     }
     worker.trim();
+    worker.idle_since = Instant::now();
     lock(&pool.idle).push(worker);
     pool.available.add_permits(1);
 }

@@ -152,6 +152,19 @@ impl Channel {
     fn try_write(&self, bytes: &[u8]) -> std::io::Result<usize> {
         Ok(rustix::io::write(self.fd.get_ref(), bytes)?)
     }
+
+    /// Whether the worker has nothing to say, as an idle worker must: no
+    /// bytes waiting and no hang-up. A worker that died while idle shows a
+    /// hang-up here as soon as its process is gone, before it is reaped.
+    fn is_quiet(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let mut fds = [PollFd::new(self.fd.get_ref(), PollFlags::IN)];
+        let now = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        matches!(poll(&mut fds, Some(&now)), Ok(0))
+    }
 }
 
 /// The pool's handle on one booted worker.
@@ -161,6 +174,8 @@ pub(crate) struct Worker {
     pub ready: Arc<Ready>,
     pub served: u64,
     pub started: Instant,
+    /// When the worker last went back to the idle stack.
+    pub idle_since: Instant,
     socket: Channel,
     rbuf: BytesMut,
     pub(crate) wbuf: BytesMut,
@@ -185,6 +200,7 @@ impl Worker {
             }),
             served: 0,
             started: Instant::now(),
+            idle_since: Instant::now(),
             socket,
             rbuf: BytesMut::with_capacity(16 * 1024),
             wbuf: BytesMut::with_capacity(4 * 1024),
@@ -238,6 +254,11 @@ impl Worker {
     /// an empty socket buffer. Returns whether it was written whole.
     pub fn try_send(&self, frame: &[u8]) -> bool {
         matches!(self.socket.try_write(frame), Ok(n) if n == frame.len())
+    }
+
+    /// Whether the worker can take a request: see [`Channel::is_quiet`].
+    pub fn is_quiet(&self) -> bool {
+        self.socket.is_quiet()
     }
 
     /// Called between requests: drops a read buffer that grew large.

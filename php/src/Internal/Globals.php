@@ -80,7 +80,8 @@ final class Globals
         foreach ($entries as $entry) {
             $name = (string) $entry[0];
             if (count($entry) === 2) {
-                $fields .= ($fields === '' ? '' : '&') . self::encodeName($name) . '=' . rawurlencode((string) $entry[1]);
+                $fields .= ($fields === '' ? '' : '&') . self::encodeName($name)
+                    . '=' . rawurlencode((string) $entry[1]);
                 continue;
             }
             $skipFiles = $skipFiles || !self::hasCleanBrackets($name);

@@ -10,10 +10,13 @@ namespace Hearth\Internal;
  * PHP fills php://input from the SAPI at request startup, which a worker
  * never goes through again, and userland cannot feed the built-in wrapper.
  * So for requests that have a body this class takes over the "php" scheme:
- * php://input reads the body (re-readable, seekable, as in PHP 8); every
- * other php:// URL (temp, memory, output, stderr, filter...) is opened with
- * the built-in wrapper and proxied. Requests without a body keep the
- * built-in wrapper untouched, whose php://input is then empty as it should be.
+ * php://input reads the body (re-readable, seekable within the body, as
+ * in PHP 8; fstat() gives its size); php://filter over a php:// resource
+ * applies its filters here, so that ".../resource=php://input" reads the
+ * body too; every other php:// URL (temp, memory, output, stderr...) is
+ * opened with the built-in wrapper and proxied. Requests without a body
+ * keep the built-in wrapper untouched, whose php://input is then empty as
+ * it should be.
  *
  * @internal
  */
@@ -53,20 +56,26 @@ final class InputStream
         return self::$installed;
     }
 
+    // phpcs:disable PSR1.Methods.CamelCapsMethodName.NotCamelCaps -- names fixed by PHP's stream wrapper protocol
+
     public function stream_open(string $path, string $mode, int $options, ?string &$openedPath): bool
     {
-        if (strcasecmp(rtrim(substr($path, 6), '/'), 'input') === 0) {
+        $target = substr($path, 6);
+        if (strcasecmp(rtrim($target, '/'), 'input') === 0) {
             $this->position = 0;
             return true;
         }
-        stream_wrapper_restore('php');
-        try {
-            $inner = $this->context !== null
-                ? @fopen($path, $mode, (bool) ($options & STREAM_USE_PATH), $this->context)
-                : @fopen($path, $mode, (bool) ($options & STREAM_USE_PATH));
-        } finally {
-            stream_wrapper_unregister('php');
-            stream_wrapper_register('php', self::class);
+        $filtered = self::filteredPhpStream($target);
+        if ($filtered !== null) {
+            $inner = $this->openFiltered($filtered[0], $filtered[1], $mode, $options);
+        } else {
+            stream_wrapper_restore('php');
+            try {
+                $inner = $this->open($path, $mode, $options);
+            } finally {
+                stream_wrapper_unregister('php');
+                stream_wrapper_register('php', self::class);
+            }
         }
         if ($inner === false) {
             if ($options & STREAM_REPORT_ERRORS) {
@@ -122,9 +131,10 @@ final class InputStream
             SEEK_SET => $offset,
             SEEK_CUR => $this->position + $offset,
             SEEK_END => $length + $offset,
-            default => -1,
+            default => null,
         };
-        if ($target < 0) {
+        // PHP's own php://input refuses positions outside the body.
+        if ($target === null || $target < 0 || $target > $length) {
             return false;
         }
         $this->position = $target;
@@ -181,5 +191,70 @@ final class InputStream
             fclose($this->inner);
             $this->inner = null;
         }
+    }
+
+    // phpcs:enable
+
+    /**
+     * For php://filter/<chains>/resource=php://...: the chains and the
+     * resource. The built-in filter wrapper would open that resource with
+     * the built-in "php" wrapper, whose php://input is empty in a worker.
+     *
+     * @return array{0: string, 1: string}|null
+     */
+    private static function filteredPhpStream(string $target): ?array
+    {
+        if (strncasecmp($target, 'filter/', 7) !== 0) {
+            return null;
+        }
+        $spec = substr($target, 6);
+        $at = strpos($spec, '/resource=');
+        if ($at === false || strncasecmp(substr($spec, $at + 10), 'php:', 4) !== 0) {
+            return null;
+        }
+        return [substr($spec, 0, $at), substr($spec, $at + 10)];
+    }
+
+    /**
+     * Opens $resource through this class and appends the filters of
+     * $chains as ext/standard/php_fopen_wrapper.c does: "/"-separated
+     * chains, each "read=a|b", "write=a|b" or "a|b" (for the directions
+     * $mode opens), each filter name URL-decoded.
+     *
+     * @return resource|false
+     */
+    private function openFiltered(string $chains, string $resource, string $mode, int $options)
+    {
+        $inner = $this->open($resource, $mode, $options);
+        if ($inner === false) {
+            return false;
+        }
+        $both = (strpbrk($mode, 'r+') !== false ? STREAM_FILTER_READ : 0)
+            | (strpbrk($mode, 'wa+') !== false ? STREAM_FILTER_WRITE : 0);
+        foreach (explode('/', $chains) as $chain) {
+            [$chain, $direction] = match (true) {
+                strncasecmp($chain, 'read=', 5) === 0 => [substr($chain, 5), STREAM_FILTER_READ],
+                strncasecmp($chain, 'write=', 6) === 0 => [substr($chain, 6), STREAM_FILTER_WRITE],
+                default => [$chain, $both],
+            };
+            foreach (explode('|', $chain) as $filter) {
+                if ($filter === '' || $direction === 0) {
+                    continue;
+                }
+                $filter = urldecode($filter);
+                if (@stream_filter_append($inner, $filter, $direction) === false) {
+                    trigger_error(sprintf('Unable to create filter (%s)', $filter), E_USER_WARNING);
+                }
+            }
+        }
+        return $inner;
+    }
+
+    /** @return resource|false */
+    private function open(string $path, string $mode, int $options)
+    {
+        return $this->context !== null
+            ? @fopen($path, $mode, (bool) ($options & STREAM_USE_PATH), $this->context)
+            : @fopen($path, $mode, (bool) ($options & STREAM_USE_PATH));
     }
 }

@@ -20,7 +20,10 @@ final class ProtocolError extends \RuntimeException
 
     public static function version(int $version): self
     {
-        return new self(sprintf('unsupported protocol version %d (this library speaks %d)', $version, Frame::VERSION), self::VERSION);
+        return new self(
+            sprintf('unsupported protocol version %d (this library speaks %d)', $version, Frame::VERSION),
+            self::VERSION,
+        );
     }
 
     public static function unknownKind(int $kind): self

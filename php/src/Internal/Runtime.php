@@ -22,7 +22,8 @@ final class Runtime
     /** Output beyond this many bytes is streamed instead of buffered. */
     private const OUTPUT_CHUNK = 1048576;
 
-    private const FATAL_ERRORS = E_ERROR | E_PARSE | E_CORE_ERROR | E_COMPILE_ERROR | E_USER_ERROR | E_RECOVERABLE_ERROR;
+    private const FATAL_ERRORS = E_ERROR | E_PARSE | E_CORE_ERROR | E_COMPILE_ERROR
+        | E_USER_ERROR | E_RECOVERABLE_ERROR;
 
     private const UNSERIALIZE = ['allowed_classes' => false];
 
@@ -359,7 +360,8 @@ final class Runtime
      */
     private function withoutEchoedSessionCookie(array $lines): array
     {
-        $prefix = 'Set-Cookie: ' . urlencode($this->sessionName) . '=' . urlencode((string) $this->presetSessionId) . ';';
+        $prefix = 'Set-Cookie: ' . urlencode($this->sessionName) . '='
+            . urlencode((string) $this->presetSessionId) . ';';
         foreach ($lines as $i => $line) {
             if (str_starts_with($line, $prefix)) {
                 unset($lines[$i]);
@@ -412,7 +414,15 @@ final class Runtime
                 $e = $again;
             }
         }
-        $this->reportFailure('exception', get_class($e), $e->getMessage(), $e->getFile(), $e->getLine(), $e->getTraceAsString(), (int) $e->getCode());
+        $this->reportFailure([
+            'kind' => 'exception',
+            'class' => get_class($e),
+            'message' => $e->getMessage(),
+            'code' => (int) $e->getCode(),
+            'file' => $e->getFile(),
+            'line' => $e->getLine(),
+            'trace' => $e->getTraceAsString(),
+        ]);
         if (!$this->headSent) {
             http_response_code(500);
         }
@@ -435,7 +445,15 @@ final class Runtime
         @ini_set('memory_limit', '-1');
         $error = error_get_last();
         if ($error !== null && ($error['type'] & self::FATAL_ERRORS)) {
-            $this->reportFailure('fatal', self::errorName($error['type']), $error['message'], $error['file'], $error['line'], '', 0);
+            $this->reportFailure([
+                'kind' => 'fatal',
+                'class' => self::errorName($error['type']),
+                'message' => $error['message'],
+                'code' => 0,
+                'file' => $error['file'],
+                'line' => $error['line'],
+                'trace' => '',
+            ]);
             if (!$this->headSent && http_response_code() === 200) {
                 http_response_code(500);
             }
@@ -450,23 +468,26 @@ final class Runtime
         ini_set('default_mimetype', '');
     }
 
-    private function reportFailure(string $kind, string $class, string $message, string $file, int $line, string $trace, int $code): void
+    /**
+     * Sends an error report for the log (see docs/protocol.md).
+     *
+     * @param array{kind:string,class:string,message:string,code:int,file:string,line:int,trace:string} $failure
+     */
+    private function reportFailure(array $failure): void
     {
+        $failure['method'] = $this->method;
+        $failure['uri'] = $this->uri;
         try {
-            $this->channel->send(Frame::encode(Frame::ERROR, $this->requestId, Frame::fields([
-                'kind' => $kind,
-                'class' => $class,
-                'message' => $message,
-                'code' => $code,
-                'file' => $file,
-                'line' => $line,
-                'trace' => $trace,
-                'method' => $this->method,
-                'uri' => $this->uri,
-            ])));
+            $this->channel->send(Frame::encode(Frame::ERROR, $this->requestId, Frame::fields($failure)));
         } catch (\Throwable) {
             // Hearth is gone; the log line below is all that is left.
-            self::log(sprintf('%s: %s in %s:%d', $class, $message, $file, $line));
+            self::log(sprintf(
+                '%s: %s in %s:%d',
+                $failure['class'],
+                $failure['message'],
+                $failure['file'],
+                $failure['line'],
+            ));
         }
     }
 
@@ -507,7 +528,8 @@ final class Runtime
             $boot = $this->ini[$name] ?? $value;
             if ($boot !== $value && !isset($this->watched[$name])) {
                 self::log(sprintf(
-                    'the app changed %s from %s to %s at runtime; restored (settings outside the watched list are checked every %d requests)',
+                    'the app changed %s from %s to %s at runtime; restored '
+                    . '(settings outside the watched list are checked every %d requests)',
                     $name,
                     var_export($boot, true),
                     var_export($value, true),
@@ -616,11 +638,15 @@ final class Runtime
     /** Bytes in an ini quantity such as "8M"; 0 means no limit. */
     public static function bytes(string $value): int
     {
+        if (function_exists('ini_parse_quantity')) {
+            // PHP 8.2+: exactly how PHP reads its own settings (hex, octal...).
+            return @ini_parse_quantity($value);
+        }
         $value = trim($value);
         if ($value === '') {
             return 0;
         }
-        $number = (int) $value;
+        $number = intval($value, 0);
         return match (strtolower(substr($value, -1))) {
             'k' => $number * 1024,
             'm' => $number * 1048576,

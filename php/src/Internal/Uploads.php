@@ -45,7 +45,12 @@ final class Uploads
             if (!@copy($from, $to)) {
                 $error = error_get_last();
                 trigger_error(
-                    sprintf('move_uploaded_file(): Unable to move "%s" to "%s"%s', $from, $to, $error ? ': ' . $error['message'] : ''),
+                    sprintf(
+                        'move_uploaded_file(): Unable to move "%s" to "%s"%s',
+                        $from,
+                        $to,
+                        $error ? ': ' . $error['message'] : '',
+                    ),
                     E_USER_WARNING,
                 );
                 return false;

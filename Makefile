@@ -1,0 +1,39 @@
+# Hearth: the two commands a newcomer needs are `make run` and `make test`.
+
+CARGO ?= cargo
+PHPUNIT ?= phpunit
+PHPCS ?= phpcs
+
+.PHONY: run test build test-rust test-php lint bench clean
+
+## Serve the built-in demo on http://127.0.0.1:8080 (Ctrl-C to stop).
+run:
+	$(CARGO) run --release -p hearth -- serve --listen 127.0.0.1:8080
+
+build:
+	$(CARGO) build --workspace --all-targets
+
+## Every test: Rust unit, property and integration tests (real php-cgi
+## workers, and nginx + php-fpm for the differential test), the PHP
+## library's PHPUnit suite, and the linters.
+test: lint test-rust test-php
+
+test-rust:
+	$(CARGO) test --workspace
+
+test-php:
+	cd php && $(PHPUNIT)
+
+lint:
+	@if $(CARGO) fmt --version >/dev/null 2>&1; then $(CARGO) fmt --all -- --check; else echo "rustfmt not installed: skipping cargo fmt --check"; fi
+	@if $(CARGO) clippy --version >/dev/null 2>&1; then $(CARGO) clippy --workspace --all-targets -- -D warnings; else echo "clippy not installed: skipping cargo clippy"; fi
+	@for f in $$(git ls-files '*.php'); do php -l "$$f" >/dev/null || exit 1; done; echo "php -l: ok"
+	@if command -v $(PHPCS) >/dev/null 2>&1; then $(PHPCS) --standard=PSR12 php/src php/tests php/autoload.php; else echo "phpcs not installed: skipping PSR-12 check"; fi
+
+## Hearth against nginx + php-fpm, same machine, same run (see bench/README.md).
+bench:
+	$(CARGO) build --release -p hearth
+	python3 bench/http.py
+
+clean:
+	$(CARGO) clean

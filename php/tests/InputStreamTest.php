@@ -1,0 +1,202 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Hearth\Tests;
+
+use Hearth\Internal\InputStream;
+use Hearth\Tests\Support\PhpCgi;
+use PHPUnit\Framework\TestCase;
+
+use function Hearth\Tests\Fixtures\inputProbe;
+
+final class InputStreamTest extends TestCase
+{
+    private const BODY = "Line One\nline two é\n\x00\xff binary\nlast";
+
+    protected function tearDown(): void
+    {
+        InputStream::uninstall();
+    }
+
+    public function testReadsAsPhpsOwnInputDoes(): void
+    {
+        require_once __DIR__ . '/fixtures/input_probe.php';
+        $body = PhpCgi::run(__DIR__ . '/fixtures/input.php', [
+            'REQUEST_METHOD' => 'POST',
+            'CONTENT_TYPE' => 'application/octet-stream',
+            'CONTENT_LENGTH' => (string) strlen(self::BODY),
+        ], self::BODY);
+        $php = unserialize($body, ['allowed_classes' => false]);
+        self::assertIsArray($php, $body);
+        self::assertSame([self::BODY, self::BODY], $php['twice'], 'php-cgi saw the body');
+
+        InputStream::install(self::BODY);
+        self::assertSame($php, inputProbe());
+    }
+
+    public function testBodyCanBeReadTwice(): void
+    {
+        InputStream::install('a=1&b=2');
+        self::assertTrue(InputStream::isInstalled());
+        self::assertSame('a=1&b=2', file_get_contents('php://input'));
+        self::assertSame('a=1&b=2', file_get_contents('php://input'));
+    }
+
+    public function testStreamFunctions(): void
+    {
+        InputStream::install('body');
+        $h = fopen('php://input', 'rb');
+        self::assertIsResource($h);
+        self::assertSame('bo', fread($h, 2));
+        self::assertSame(2, ftell($h));
+        self::assertFalse(feof($h));
+        self::assertSame('dy', fread($h, 100));
+        self::assertTrue(feof($h));
+        self::assertSame(0, fseek($h, 1));
+        self::assertSame(1, ftell($h));
+        self::assertSame('od', fread($h, 2));
+        self::assertSame(0, fseek($h, -1, SEEK_END));
+        self::assertSame('y', fread($h, 10));
+        self::assertSame(0, fseek($h, -3, SEEK_CUR));
+        self::assertSame('ody', stream_get_contents($h));
+        self::assertSame(-1, fseek($h, -1));
+        self::assertSame(-1, fseek($h, 5));
+        self::assertSame(0, fseek($h, 4));
+        $stat = fstat($h);
+        self::assertIsArray($stat);
+        self::assertSame(4, $stat['size']);
+        self::assertTrue(stream_get_meta_data($h)['seekable']);
+        self::assertTrue(fclose($h));
+    }
+
+    public function testInstallingAgainReplacesTheBody(): void
+    {
+        InputStream::install('first');
+        $bytes = '';
+        for ($i = 0; $i < 4096; $i++) {
+            $bytes .= chr($i % 256);
+        }
+        InputStream::install($bytes);
+        self::assertSame($bytes, file_get_contents('php://input'));
+        InputStream::install('');
+        self::assertSame('', file_get_contents('php://input'));
+    }
+
+    public function testTempAndMemoryStreamsStillWork(): void
+    {
+        InputStream::install('body');
+        foreach (['php://temp', 'php://memory', 'php://temp/maxmemory:16', 'PHP://MEMORY'] as $url) {
+            $h = fopen($url, 'w+');
+            self::assertIsResource($h, $url);
+            self::assertSame('user-space', stream_get_meta_data($h)['wrapper_type'], "$url goes through the proxy");
+            $data = str_repeat("$url\n", 10);
+            self::assertSame(strlen($data), fwrite($h, $data), $url);
+            self::assertSame(strlen($data), ftell($h), $url);
+            self::assertTrue(rewind($h), $url);
+            self::assertSame($data, fread($h, 8192), $url);
+            self::assertTrue(feof($h), $url);
+            self::assertTrue(ftruncate($h, 3), $url);
+            self::assertTrue(rewind($h), $url);
+            self::assertSame(substr($url, 0, 3), stream_get_contents($h), $url);
+            $stat = fstat($h);
+            self::assertIsArray($stat, $url);
+            self::assertSame(3, $stat['size'], $url);
+            self::assertTrue(fclose($h), $url);
+        }
+    }
+
+    public function testOutputGoesToTheOutputBuffer(): void
+    {
+        InputStream::install('body');
+        ob_start();
+        try {
+            $h = fopen('php://output', 'w');
+            self::assertIsResource($h);
+            self::assertSame(6, fwrite($h, 'output'));
+            fclose($h);
+            file_put_contents('php://output', ' again');
+        } finally {
+            $output = ob_get_clean();
+        }
+        self::assertSame('output again', $output);
+    }
+
+    public function testFiltersReadTheBody(): void
+    {
+        InputStream::install('Body');
+        self::assertSame('BODY', file_get_contents('php://filter/read=string.toupper/resource=php://input'));
+        self::assertSame('BODY', file_get_contents('php://filter/string.toupper/resource=php://input'));
+        self::assertSame(
+            'OBQL',
+            file_get_contents('php://filter/read=string.toupper|string.rot13/resource=php://input'),
+        );
+        self::assertSame(
+            'OBQL',
+            file_get_contents(
+                'php://filter/read=string.toupper/resource=php://filter/string.rot13/resource=php://input',
+            ),
+        );
+        $temp = 'php://filter/write=string.toupper/resource=php://memory';
+        $h = fopen($temp, 'w+');
+        self::assertIsResource($h);
+        fwrite($h, 'lower');
+        rewind($h);
+        self::assertSame('LOWER', stream_get_contents($h));
+    }
+
+    public function testAnUnknownFilterWarns(): void
+    {
+        InputStream::install('body');
+        $warnings = [];
+        set_error_handler(static function (int $type, string $message) use (&$warnings): bool {
+            if (error_reporting() & $type) {
+                $warnings[] = $message;
+            }
+            return true;
+        });
+        try {
+            $result = file_get_contents('php://filter/read=no.such.filter/resource=php://input');
+        } finally {
+            restore_error_handler();
+        }
+        self::assertSame('body', $result);
+        self::assertSame(['Unable to create filter (no.such.filter)'], $warnings);
+    }
+
+    public function testAnUnknownPhpUrlFailsToOpen(): void
+    {
+        InputStream::install('body');
+        $warnings = [];
+        set_error_handler(static function (int $type, string $message) use (&$warnings): bool {
+            if (error_reporting() & $type) {
+                $warnings[] = $message;
+            }
+            return true;
+        });
+        try {
+            $h = fopen('php://no-such-stream', 'r');
+        } finally {
+            restore_error_handler();
+        }
+        self::assertFalse($h);
+        self::assertNotSame([], $warnings);
+        self::assertTrue(InputStream::isInstalled(), 'the wrapper is registered again after the failed open');
+        self::assertSame('body', file_get_contents('php://input'));
+    }
+
+    public function testUninstallBringsBackTheBuiltInWrapper(): void
+    {
+        InputStream::install('body');
+        InputStream::uninstall();
+        self::assertFalse(InputStream::isInstalled());
+        // The CLI has no request body.
+        self::assertSame('', file_get_contents('php://input'));
+        $h = fopen('php://memory', 'w+');
+        self::assertIsResource($h);
+        self::assertSame('PHP', stream_get_meta_data($h)['wrapper_type']);
+        fclose($h);
+        InputStream::uninstall();
+        self::assertSame('', file_get_contents('php://input'));
+    }
+}

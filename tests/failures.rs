@@ -1,0 +1,286 @@
+//! Failure paths: each one ends with a clear answer and nothing lost.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use support::{eventually, fixture, Connection, Req, Server};
+
+#[test]
+fn a_client_that_goes_away_mid_request_does_not_cost_a_worker() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let pid = server.get("/pid").json()["pid"].clone();
+    {
+        let mut conn = Connection::open(server.addr);
+        conn.send(b"GET /slow?ms=300 HTTP/1.1\r\nHost: x\r\n\r\n");
+        // Dropped here, before the response.
+    }
+    let r = server.get("/slow?ms=1").json();
+    assert_eq!(
+        r["pid"], pid,
+        "the worker finished the abandoned request and went back to the pool"
+    );
+    assert!(
+        r["served"].as_u64().expect("served") >= 3,
+        "the abandoned request ran to completion: {r}"
+    );
+}
+
+#[test]
+fn a_worker_killed_while_idle_is_not_noticed_by_clients() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let pid = server.get("/pid").json()["pid"].as_u64().expect("pid");
+    assert!(Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill")
+        .success());
+    // Once the process is gone (it may not be reaped yet), no request may
+    // be handed to it. (While the kernel is still tearing it down, a request
+    // can reach it and gets a 502, like any request a dying worker has.)
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z "))
+    };
+    eventually(
+        Duration::from_secs(5),
+        "the worker process to be gone",
+        || gone().then_some(()),
+    );
+    let r = server.get("/pid");
+    assert_eq!(
+        r.status,
+        200,
+        "the request waits for the replacement instead of failing: {}",
+        r.text()
+    );
+    assert_ne!(r.json()["pid"].as_u64(), Some(pid));
+}
+
+#[test]
+fn a_worker_that_corrupts_its_channel_fails_that_request_and_is_replaced() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let pid = server.get("/pid").json()["pid"].clone();
+    let r = server.get("/corrupt");
+    assert_eq!(r.status, 502);
+    server.wait_for_log("protocol", Duration::from_secs(5));
+    let next = eventually(Duration::from_secs(10), "a new worker", || {
+        let r = server.get("/pid");
+        (r.status == 200).then(|| r.json()["pid"].clone())
+    });
+    assert_ne!(next, pid);
+}
+
+#[test]
+fn a_boot_that_hangs_is_timed_out_and_reported() {
+    let server = Server::spawn(
+        &fixture("hang-at-boot.php"),
+        &["--workers", "1", "--boot-timeout", "500ms"],
+    );
+    server.wait_for_log("worker failed to boot", Duration::from_secs(10));
+    assert!(
+        server.log().contains("no ready handshake within"),
+        "{}",
+        server.log()
+    );
+    let r = server.get("/");
+    assert_eq!(r.status, 503);
+    assert!(r.header("retry-after").is_some());
+}
+
+#[test]
+fn requests_that_wait_too_long_for_a_worker_get_503() {
+    let server = Server::start(
+        &fixture("app.php"),
+        &["--workers", "1", "--queue-timeout", "200ms"],
+    );
+    let dir = support::tempdir();
+    let mark = dir.path().join("started");
+    let addr = server.addr;
+    let path = format!("/slow?ms=2000&mark={}", mark.display());
+    let slow = std::thread::spawn(move || Req::new("GET", &path).send(addr));
+    eventually(
+        Duration::from_secs(10),
+        "the slow request to hold the only worker",
+        || mark.exists().then_some(()),
+    );
+    let r = server.get("/pid");
+    assert_eq!(r.status, 503);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(
+        slow.join().expect("slow request").status,
+        200,
+        "the busy worker's request is unaffected"
+    );
+}
+
+#[test]
+fn output_while_booting_goes_to_the_log_not_to_clients() {
+    let server = Server::start(&fixture("noisy-boot.php"), &["--workers", "1"]);
+    let r = server.get("/");
+    assert_eq!(r.text(), "clean");
+    let log = server.log();
+    assert!(log.contains("stray output while booting"), "{log}");
+    assert!(log.contains("a message on stderr"), "{log}");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("a message on stderr") && l.contains("pid=")),
+        "lines are tagged with the worker pid:\n{log}"
+    );
+}
+
+#[test]
+fn malformed_http_gets_400() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let r = support::request(server.addr, b"GARBAGE\r\n\r\n");
+    assert_eq!(r.status, 400);
+    let r = support::request(
+        server.addr,
+        b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+    );
+    assert_eq!(r.status, 400, "conflicting Content-Length headers");
+    assert_eq!(server.get("/pid").status, 200);
+}
+
+fn hearth(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run hearth")
+}
+
+#[test]
+fn a_missing_script_is_a_clear_startup_error() {
+    let out = hearth(&[
+        "serve",
+        "/nonexistent/worker.php",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/worker.php"), "{err}");
+}
+
+#[test]
+fn a_missing_php_binary_is_a_clear_startup_error() {
+    let script = fixture("app.php");
+    let out = hearth(&[
+        "serve",
+        script.to_str().expect("path"),
+        "--listen",
+        "127.0.0.1:0",
+        "--php",
+        "/nonexistent/php-cgi",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/php-cgi"), "{err}");
+}
+
+#[test]
+fn a_bad_config_value_names_the_file_and_the_field() {
+    let dir = support::tempdir();
+    let config = dir.path().join("hearth.toml");
+    std::fs::write(
+        &config,
+        "[serve]\nlisten = \"127.0.0.1:0\"\nworkers = \"lots\"\n",
+    )
+    .expect("write");
+    let out = hearth(&["serve", "--config", config.to_str().expect("path")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("hearth.toml") && err.contains("serve.workers") && err.contains("line 3"),
+        "{err}"
+    );
+
+    std::fs::write(&config, "[serve]\nmax_body_size = \"8 parsecs\"\n").expect("write");
+    let err = String::from_utf8_lossy(
+        &hearth(&["serve", "--config", config.to_str().expect("path")]).stderr,
+    )
+    .into_owned();
+    assert!(err.contains("serve.max_body_size"), "{err}");
+}
+
+#[test]
+fn a_config_file_sets_the_same_options_as_flags() {
+    let dir = support::tempdir();
+    let config = dir.path().join("hearth.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[serve]\nscript = \"{}\"\nworkers = 1\nserver_name = \"app.example\"\n[serve.ini]\nprecision = \"5\"\n[serve.env]\nAPP_ENV = \"staging\"\n",
+            fixture("app.php").display()
+        ),
+    )
+    .expect("write");
+    let server = Server::spawn_args(&[
+        "serve".into(),
+        "--config".into(),
+        config.to_string_lossy().into_owned(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+    ]);
+    server.wait_for_log("workers ready", Duration::from_secs(30));
+    let env = server.get("/env").json();
+    assert_eq!(env["server"]["SERVER_NAME"], "app.example");
+    assert_eq!(env["server"]["APP_ENV"], "staging");
+}
+
+#[test]
+fn shutdown_escalates_from_stop_message_to_sigkill_for_a_stuck_request() {
+    let mut server = Server::start(
+        &fixture("app.php"),
+        &[
+            "--workers",
+            "1",
+            "--grace-period",
+            "300ms",
+            "--stop-timeout",
+            "300ms",
+        ],
+    );
+    let dir = support::tempdir();
+    let pidfile = dir.path().join("pid");
+    let addr = server.addr;
+    let path = format!("/sleep?pidfile={}", pidfile.display());
+    let stuck = std::thread::spawn(move || {
+        let mut conn = Connection::open(addr);
+        conn.send(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
+        conn.read_head().status
+    });
+    let pid = eventually(
+        Duration::from_secs(10),
+        "the stuck request to start",
+        || {
+            std::fs::read_to_string(&pidfile)
+                .ok()
+                .filter(|p| !p.is_empty())
+        },
+    );
+    server.signal("TERM");
+    assert_eq!(server.wait_exit(Duration::from_secs(20)), Some(0));
+    let log = server.log();
+    assert!(
+        log.contains("grace period of"),
+        "the grace period ran out:\n{log}"
+    );
+    assert!(
+        log.contains("sending SIGTERM"),
+        "the worker got SIGTERM after the stop timeout:\n{log}"
+    );
+    let alive = Command::new("kill")
+        .args(["-0", pid.trim()])
+        .status()
+        .expect("kill -0")
+        .success();
+    assert!(!alive, "the stuck worker {pid} is gone");
+    assert_eq!(
+        stuck.join().expect("client"),
+        502,
+        "the stuck request is answered, not dropped"
+    );
+}
