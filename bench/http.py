@@ -291,8 +291,11 @@ class FpmServer:
     def stop(self) -> None:
         if not self.started:
             return
-        subprocess.run([str(NGINX_FPM), "stop", str(self.state)], stdin=subprocess.DEVNULL,
-                       capture_output=True, start_new_session=True, timeout=60)
+        try:
+            subprocess.run([str(NGINX_FPM), "stop", str(self.state)], stdin=subprocess.DEVNULL,
+                           capture_output=True, start_new_session=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            print(f"warning: nginx-fpm.sh stop {self.state} timed out", file=sys.stderr)
         self.started = False
 
 
@@ -307,6 +310,8 @@ def run_wrk(wrk: str, port: int, path: str, connections: int, duration: int,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=duration + 60)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"wrk did not finish within {duration + 60}s") from None
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -461,9 +466,19 @@ def machine(args: argparse.Namespace) -> dict[str, str]:
         "PHP (Hearth workers)": f"{first_line([php_cgi, '-v'])} ({php_cgi})",
         "PHP (php-fpm)": f"{first_line([find_fpm(), '-v'])} ({find_fpm()})",
         "nginx": first_line([shutil.which("nginx") or "/usr/sbin/nginx", "-v"]),
-        "Hearth": f"{first_line([str(args.hearth), '--version'])} ({args.hearth}, git {git_revision()})",
+        "Hearth": f"{first_line([str(args.hearth), '--version'])} ({args.hearth}, built "
+                  f"{datetime.datetime.fromtimestamp(args.hearth.stat().st_mtime).astimezone():%Y-%m-%d %H:%M %Z}; "
+                  f"source tree at git {git_revision()})",
         "wrk": first_line([args.wrk, "--version"]),
     }
+
+
+def newer_sources(binary: Path) -> list[Path]:
+    """Rust sources changed after the binary was built: it may be stale."""
+    built = binary.stat().st_mtime
+    sources = [ROOT / "Cargo.toml", ROOT / "Cargo.lock", *(ROOT / "crates").rglob("*.rs"),
+               *(ROOT / "crates").rglob("Cargo.toml")]
+    return [p for p in sources if p.exists() and p.stat().st_mtime > built]
 
 
 def fmt_ms(us: float) -> str:
@@ -586,14 +601,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def on_sigterm(signum, frame):
-    raise SystemExit(128 + signum)
+class Interrupted(Exception):
+    """SIGTERM or SIGHUP: unwinds like Ctrl-C so every server gets stopped."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def on_signal(signum, frame):
+    raise Interrupted(signum)
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, on_sigterm)
-    signal.signal(signal.SIGHUP, on_sigterm)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
 
     hearth_env = {k: v for k, v in os.environ.items() if not k.startswith(HEARTH_ENV_PREFIXES)}
     stripped = sorted(k for k in os.environ if k.startswith(HEARTH_ENV_PREFIXES))
@@ -614,6 +637,11 @@ def main(argv: list[str]) -> int:
     except ValueError:
         pass
 
+    stale = newer_sources(args.hearth)
+    if stale:
+        print(f"warning: {len(stale)} Rust source file(s) changed after {args.hearth} was built "
+              f"(e.g. {stale[0].relative_to(ROOT)}); `make bench` rebuilds it first", file=sys.stderr)
+
     results: list[AppResult] = []
     state_root = Path(tempfile.mkdtemp(prefix="hearth-bench-"))
     try:
@@ -628,8 +656,11 @@ def main(argv: list[str]) -> int:
         print(f"\nbench/http.py: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\ninterrupted; servers stopped", file=sys.stderr)
+        print("\ninterrupted (SIGINT); servers stopped, nothing written", file=sys.stderr)
         return 130
+    except Interrupted as e:
+        print(f"\ninterrupted ({e}); servers stopped, nothing written", file=sys.stderr)
+        return 128 + e.signum
     finally:
         shutil.rmtree(state_root, ignore_errors=True)
 

@@ -672,3 +672,204 @@ fn b64(v: &serde_json::Value) -> Vec<u8> {
 fn md5_of(data: &[u8]) -> md5::Digest {
     md5::compute(data)
 }
+
+// Regressions: each of these was a bug found by reading and probing the
+// server; the test shows it stays fixed.
+
+#[test]
+fn max_execution_time_applies_to_each_request() {
+    let server = Server::start(
+        &fixture("app.php"),
+        &["--workers", "1", "-d", "max_execution_time=1"],
+    );
+    let pid = server.get("/pid").json()["pid"].clone();
+    let r = server.get("/spin");
+    assert_eq!(r.status, 500);
+    server.wait_for_log(
+        "Maximum execution time of 1 second exceeded",
+        Duration::from_secs(5),
+    );
+    let next = eventually(Duration::from_secs(10), "a new worker", || {
+        let r = server.get("/pid");
+        (r.status == 200).then(|| r.json()["pid"].clone())
+    });
+    assert_ne!(next, pid);
+}
+
+#[test]
+fn an_idle_worker_outlives_default_socket_timeout() {
+    let server = Server::start(
+        &fixture("app.php"),
+        &["--workers", "1", "-d", "default_socket_timeout=1"],
+    );
+    let pid = server.get("/pid").json()["pid"].clone();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(
+        server.get("/pid").json()["pid"],
+        pid,
+        "the idle worker kept waiting"
+    );
+    assert!(
+        !server.log().contains("starting a new one"),
+        "{}",
+        server.log()
+    );
+}
+
+#[test]
+fn one_echo_larger_than_a_frame_arrives_whole() {
+    let server = app();
+    let r = server.get("/big-echo?n=20000000");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 20_000_000);
+    assert!(r.body.iter().all(|&b| b == b'z'));
+}
+
+#[test]
+fn a_form_field_larger_than_a_frame_arrives_whole() {
+    let server = Server::start(
+        &fixture("app.php"),
+        &["--max-body-size", "40M", "-d", "post_max_size=40M"],
+    );
+    let big = vec![b'f'; 17 << 20];
+    let req = Req::new("POST", "/field-length")
+        .multipart(&[("big", None, None, &big), ("small", None, None, b"x")]);
+    let declared = req.bytes().len();
+    let r = req.send(server.addr);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let json = r.json();
+    assert_eq!(json["lengths"]["big"], 17 << 20);
+    assert_eq!(json["lengths"]["small"], 1);
+    let header_len = declared
+        - (declared
+            - json["content_length"]
+                .as_str()
+                .expect("length")
+                .parse::<usize>()
+                .expect("number"));
+    assert!(
+        header_len > 17 << 20,
+        "CONTENT_LENGTH is the whole body: {}",
+        json["content_length"]
+    );
+}
+
+#[test]
+fn content_length_of_a_multipart_request_is_the_whole_body() {
+    let server = app();
+    let req = Req::new("POST", "/field-length")
+        .multipart(&[("a", None, None, b"1"), ("b", None, None, b"22")]);
+    let raw = req.bytes();
+    let body_start = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("end of head")
+        + 4;
+    let r = req.send(server.addr).json();
+    assert_eq!(r["content_length"], (raw.len() - body_start).to_string());
+}
+
+#[test]
+fn an_error_after_fastcgi_finish_request_is_logged_and_harms_no_one() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let r = server.get("/finish-then-throw");
+    assert_eq!(r.text(), "sent");
+    server.wait_for_log("failed after the response was sent", Duration::from_secs(5));
+    for _ in 0..3 {
+        assert_eq!(server.get("/pid").status, 200);
+    }
+}
+
+#[test]
+fn a_configured_disable_functions_keeps_uploads_working() {
+    let server = Server::start(&fixture("app.php"), &["-d", "disable_functions=exec"]);
+    let moved = Req::new("POST", "/upload")
+        .multipart(&[("doc", Some("r.txt"), Some("text/plain"), b"data")])
+        .send(server.addr)
+        .json();
+    assert_eq!(moved["doc"]["moved"], true, "{moved}");
+}
+
+#[test]
+fn cgi_variables_in_hearths_environment_do_not_break_startup() {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args([
+            "serve",
+            fixture("app.php").to_str().expect("path"),
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+        ])
+        .env("REQUEST_METHOD", "GET")
+        .env("SCRIPT_FILENAME", "/etc/passwd")
+        .env("NO_COLOR", "1")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stderr = std::io::BufReader::new(child.stderr.take().expect("stderr"));
+    let mut seen = String::new();
+    let ready = loop {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut stderr, &mut line).unwrap_or(0) == 0 {
+            break false;
+        }
+        seen.push_str(&line);
+        if line.contains("workers ready") {
+            break true;
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(ready, "{seen}");
+}
+
+#[test]
+fn expose_php_sends_x_powered_by_as_php_fpm_would() {
+    let server = Server::start(&fixture("app.php"), &["-d", "expose_php=1"]);
+    let r = server.get("/pid");
+    assert!(
+        r.header("x-powered-by")
+            .is_some_and(|v| v.starts_with("PHP/8")),
+        "{:?}",
+        r.headers
+    );
+}
+
+#[test]
+fn psr7_apps_get_requests_and_send_responses() {
+    let server = Server::start(&fixture("psr7.php"), &[]);
+    let r = Req::new("POST", "/echo?q=1")
+        .header("Cookie", "c=v")
+        .header("X-Test", "yes")
+        .form("a=1&b[]=2")
+        .send(server.addr);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let j = r.json();
+    assert_eq!(j["method"], "POST");
+    assert_eq!(j["uri"], format!("http://localhost/echo?q=1"));
+    assert_eq!(j["query"]["q"], "1");
+    assert_eq!(j["parsed"]["b"][0], "2");
+    assert_eq!(j["cookies"]["c"], "v");
+    assert_eq!(j["body"], "a=1&b[]=2");
+    assert_eq!(j["header"], "yes");
+
+    let r = Req::new("POST", "/files")
+        .multipart(&[("f", Some("f.txt"), Some("text/plain"), b"file body")])
+        .send(server.addr);
+    assert_eq!(
+        r.json()["files"]["f"],
+        serde_json::json!(["f.txt", 9, "file body"])
+    );
+
+    let r = server.get("/html");
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/html;charset=UTF-8"),
+        "as PHP's header() would store it"
+    );
+    let r = server.get("/created");
+    assert_eq!(r.status, 201);
+    assert_eq!(r.header("location"), Some("/things/1"));
+    assert_eq!(r.headers_named("set-cookie"), vec!["a=1", "b=2"]);
+}

@@ -60,6 +60,7 @@ final class Worker
     private static function maxPayload(): int
     {
         $max = (int) getenv('HEARTH_MAX_PAYLOAD');
-        return $max > 0 ? $max : 16777216;
+        // 64 MiB is the protocol's hard cap whatever Hearth asks for.
+        return $max > 0 ? min($max, 67108864) : 16777216;
     }
 }

@@ -37,7 +37,8 @@ pub(crate) struct Body {
     pub raw: Bytes,
     /// Serialized fields and uploads of a multipart form.
     pub form: Option<Bytes>,
-    /// Bytes received, the CONTENT_LENGTH PHP sees.
+    /// Bytes received (the whole body, as declared by the client): the
+    /// CONTENT_LENGTH PHP sees.
     pub len: usize,
     /// Uploaded files, removed when this is dropped (after the response),
     /// unless the app moved them away.
@@ -153,11 +154,21 @@ pub(crate) async fn multipart(
     settings: &UploadSettings,
 ) -> Result<Body, BodyError> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let stream = Limited::new(body, limit).into_data_stream();
+    // CONTENT_LENGTH is the size of the whole body, boundaries and part
+    // headers included, as the client declared it: count what arrives.
+    let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = received.clone();
+    let stream = futures_util::StreamExt::inspect(
+        Limited::new(body, limit).into_data_stream(),
+        move |chunk| {
+            if let Ok(bytes) = chunk {
+                counter.fetch_add(bytes.len(), std::sync::atomic::Ordering::Relaxed);
+            }
+        },
+    );
     let mut form = multer::Multipart::new(stream, boundary);
     let mut entries = PhpArray::with_capacity(512);
     let mut uploads = Vec::new();
-    let mut total = 0usize;
     let mut files_seen = 0usize;
     let mut max_file_size: Option<u64> = None;
 
@@ -176,7 +187,6 @@ pub(crate) async fn multipart(
         match file_name {
             None => {
                 let value = read_field(field).await?;
-                total += value.len();
                 if name == "MAX_FILE_SIZE" {
                     max_file_size = std::str::from_utf8(&value)
                         .ok()
@@ -188,7 +198,7 @@ pub(crate) async fn multipart(
             }
             Some(file_name) => {
                 if !settings.file_uploads {
-                    total += drain_field(field).await?;
+                    drain_field(field).await?;
                     continue;
                 }
                 files_seen += 1;
@@ -197,12 +207,12 @@ pub(crate) async fn multipart(
                         "upload beyond max_file_uploads ({}) ignored",
                         settings.max_file_uploads
                     );
-                    total += drain_field(field).await?;
+                    drain_field(field).await?;
                     continue;
                 }
-                let (tmp, error, size, read) = if file_name.is_empty() {
-                    let read = drain_field(field).await?;
-                    (None, UPLOAD_ERR_NO_FILE, 0, read)
+                let (tmp, error, size) = if file_name.is_empty() {
+                    drain_field(field).await?;
+                    (None, UPLOAD_ERR_NO_FILE, 0)
                 } else {
                     spool(
                         field,
@@ -212,7 +222,6 @@ pub(crate) async fn multipart(
                     )
                     .await?
                 };
-                total += read;
                 let tmp_name = tmp
                     .as_ref()
                     .map(|p: &TempPath| p.to_string_lossy().into_owned())
@@ -244,7 +253,7 @@ pub(crate) async fn multipart(
     Ok(Body {
         raw: Bytes::new(),
         form: Some(form.freeze()),
-        len: total,
+        len: received.load(std::sync::atomic::Ordering::Relaxed),
         uploads,
     })
 }
@@ -270,23 +279,20 @@ async fn read_field(mut field: multer::Field<'_>) -> Result<Vec<u8>, BodyError> 
     Ok(value)
 }
 
-async fn drain_field(mut field: multer::Field<'_>) -> Result<usize, BodyError> {
-    let mut n = 0;
-    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-        n += chunk.len();
-    }
-    Ok(n)
+async fn drain_field(mut field: multer::Field<'_>) -> Result<(), BodyError> {
+    while field.chunk().await.map_err(multipart_error)?.is_some() {}
+    Ok(())
 }
 
 /// Writes one uploaded file to a `phpXXXXXX` file in `dir`, mode 0600.
-/// Returns the file (none when refused), the UPLOAD_ERR code, the size PHP
-/// reports, and the bytes read from the client.
+/// Returns the file (none when refused), the UPLOAD_ERR code, and the size
+/// PHP reports.
 async fn spool(
     mut field: multer::Field<'_>,
     dir: &Path,
     max_size: u64,
     form_max: Option<u64>,
-) -> Result<(Option<TempPath>, i64, u64, usize), BodyError> {
+) -> Result<(Option<TempPath>, i64, u64), BodyError> {
     let named = match tempfile::Builder::new()
         .prefix("php")
         .rand_bytes(6)
@@ -295,17 +301,15 @@ async fn spool(
         Ok(f) => f,
         Err(e) => {
             tracing::error!("cannot create an upload file in {}: {e}", dir.display());
-            let read = drain_field(field).await?;
-            return Ok((None, UPLOAD_ERR_CANT_WRITE, 0, read));
+            drain_field(field).await?;
+            return Ok((None, UPLOAD_ERR_CANT_WRITE, 0));
         }
     };
     let (std_file, path) = named.into_parts();
     let mut file = tokio::fs::File::from_std(std_file);
     let mut size: u64 = 0;
-    let mut read = 0usize;
     let mut error = 0;
     while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-        read += chunk.len();
         if error != 0 {
             continue;
         }
@@ -332,9 +336,9 @@ async fn spool(
     drop(file);
     if error != 0 {
         drop(path);
-        return Ok((None, error, 0, read));
+        return Ok((None, error, 0));
     }
-    Ok((Some(path), 0, size, read))
+    Ok((Some(path), 0, size))
 }
 
 #[cfg(test)]

@@ -190,7 +190,9 @@ async fn handle(
             encode_frame(buf, Kind::Body, 0, id, piece);
         }
         if let Some(form) = &request_body.form {
-            encode_frame(buf, Kind::Form, 0, id, form);
+            for piece in form.chunks(chunk) {
+                encode_frame(buf, Kind::Form, 0, id, piece);
+            }
         }
         encode_frame(buf, Kind::End, 0, id, &[]);
     };

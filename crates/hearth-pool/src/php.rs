@@ -30,23 +30,22 @@ impl PhpInfo {
               'disable_functions=', ini_get('disable_functions'), \"\\n\";",
         )?;
         script.flush()?;
-        let output = tokio::process::Command::new(binary)
-            .arg("-q")
-            .arg(script.path())
-            .stdin(Stdio::null())
-            .output()
-            .await
-            .map_err(|e| {
-                Error::boot(format!(
-                    "cannot run PHP binary {}: {e}{}",
-                    binary.display(),
-                    if e.kind() == std::io::ErrorKind::NotFound {
-                        " (install php-cgi, e.g. `apt-get install php8.2-cgi`, or pass --php)"
-                    } else {
-                        ""
-                    }
-                ))
-            })?;
+        let mut cmd = tokio::process::Command::new(binary);
+        cmd.arg("-q").arg(script.path()).stdin(Stdio::null());
+        for var in CGI_VARIABLES {
+            cmd.env_remove(var);
+        }
+        let output = cmd.output().await.map_err(|e| {
+            Error::boot(format!(
+                "cannot run PHP binary {}: {e}{}",
+                binary.display(),
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    " (install php-cgi, e.g. `apt-get install php8.2-cgi`, or pass --php)"
+                } else {
+                    ""
+                }
+            ))
+        })?;
         let text = String::from_utf8_lossy(&output.stdout);
         let field = |name: &str| {
             text.lines()
@@ -102,17 +101,27 @@ pub(crate) fn worker_command(config: &PoolConfig, info: &PhpInfo) -> tokio::proc
     // The app's boot output is caught by the startup buffer and logged;
     // nothing may ever reach the SAPI's own output, which would mark the
     // headers as sent for the life of the process.
+    // A configured disable_functions joins the list instead of replacing it.
+    let mut disabled = info.disable_functions.clone();
+    for (name, value) in &config.ini {
+        if name == "disable_functions" {
+            disabled = format!("{disabled},{value}");
+        }
+    }
     let mut ini = vec![
         ("output_buffering".to_owned(), "1".to_owned()),
         ("implicit_flush".to_owned(), "0".to_owned()),
         ("output_handler".to_owned(), String::new()),
         ("zlib.output_compression".to_owned(), "0".to_owned()),
-        (
-            "disable_functions".to_owned(),
-            disable_functions(&info.disable_functions),
-        ),
+        ("disable_functions".to_owned(), disable_functions(&disabled)),
     ];
-    ini.extend(config.ini.iter().cloned());
+    ini.extend(
+        config
+            .ini
+            .iter()
+            .filter(|(name, _)| name != "disable_functions")
+            .cloned(),
+    );
     for (name, value) in &ini {
         cmd.arg("-d").arg(format!("{name}={value}"));
     }
@@ -120,11 +129,12 @@ pub(crate) fn worker_command(config: &PoolConfig, info: &PhpInfo) -> tokio::proc
     for var in CGI_VARIABLES {
         cmd.env_remove(var);
     }
-    cmd.env("HEARTH_PROTOCOL", hearth_proto::VERSION.to_string())
-        .env("HEARTH_MAX_PAYLOAD", config.max_payload.to_string());
     for (k, v) in &config.env {
         cmd.env(k, v);
     }
+    // Last, so that no configured variable can change them.
+    cmd.env("HEARTH_PROTOCOL", hearth_proto::VERSION.to_string())
+        .env("HEARTH_MAX_PAYLOAD", config.max_payload.to_string());
     if let Some(dir) = config.script.parent() {
         cmd.current_dir(dir);
     }

@@ -154,8 +154,9 @@ impl Pool {
     /// for an idle worker, lets `encode` write the request's frames for the
     /// request id it is given, and sends them.
     ///
-    /// A worker found dead when the request is written to it has not seen
-    /// the request, so another worker is tried; `encode` may run again.
+    /// A worker that refuses the very first byte of the request (it died
+    /// while idle) has not seen it, so another worker is tried and `encode`
+    /// may run again. Once any byte is taken, a failure is final.
     pub async fn dispatch(&self, encode: impl Fn(&mut BytesMut, u32)) -> Result<Lease, Error> {
         let mut attempts = self.shared.slots.len() + 1;
         loop {
@@ -167,13 +168,16 @@ impl Pool {
             lease.in_flight = true;
             match worker.flush().await {
                 Ok(()) => return Ok(lease),
-                Err(e) if attempts > 1 => {
+                Err((e, false)) if attempts > 1 => {
                     tracing::debug!(pid = worker.pid(), "worker gone before its request: {e}");
                     lease.in_flight = false;
                     lease.broken = true;
                     attempts -= 1;
                 }
-                Err(e) => return Err(e),
+                Err((e, _)) => {
+                    lease.broken = true;
+                    return Err(e);
+                }
             }
         }
     }
@@ -244,6 +248,21 @@ impl Pool {
             return Some(format!("workers are failing to boot: {last}"));
         }
         None
+    }
+
+    /// Kills every worker (and whatever it started) at once, for a server
+    /// that must exit now. Workers are in process groups of their own.
+    pub fn kill_all(&self) {
+        for slot in &self.shared.slots {
+            if let Some(w) = lock(slot).as_ref() {
+                if let Some(pid) = i32::try_from(w.pid)
+                    .ok()
+                    .and_then(rustix::process::Pid::from_raw)
+                {
+                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+                }
+            }
+        }
     }
 
     /// Stops the pool: no new requests, idle workers get the stop message,

@@ -134,16 +134,23 @@ impl Channel {
         }
     }
 
-    async fn write_all(&self, mut bytes: &[u8]) -> std::io::Result<()> {
+    /// Writes all of `bytes`. On failure, also says how many were written:
+    /// a worker that took none of a request has not seen it.
+    async fn write_all(&self, mut bytes: &[u8]) -> Result<(), (std::io::Error, usize)> {
+        let mut written = 0;
         while !bytes.is_empty() {
             match rustix::io::write(self.fd.get_ref(), bytes) {
-                Ok(n) => bytes = &bytes[n..],
+                Ok(n) => {
+                    bytes = &bytes[n..];
+                    written += n;
+                }
                 Err(rustix::io::Errno::INTR) => {}
                 Err(rustix::io::Errno::AGAIN) => {
-                    let writable = register(self.fd.get_ref().try_clone()?, Interest::WRITABLE)?;
-                    drop(writable.writable().await?);
+                    let dup = self.fd.get_ref().try_clone().map_err(|e| (e, written))?;
+                    let writable = register(dup, Interest::WRITABLE).map_err(|e| (e, written))?;
+                    drop(writable.writable().await.map_err(|e| (e, written))?);
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err((e.into(), written)),
             }
         }
         Ok(())
@@ -241,13 +248,20 @@ impl Worker {
     }
 
     /// Writes the whole write buffer to the worker.
-    pub async fn flush(&mut self) -> Result<(), Error> {
+    /// Writes the whole write buffer to the worker. The error says whether
+    /// the worker may have read part of it (then it must not be retried).
+    pub async fn flush(&mut self) -> Result<(), (Error, bool)> {
         let result = self.socket.write_all(&self.wbuf).await;
         self.wbuf.clear();
         if self.wbuf.capacity() > KEEP_BUFFER {
             self.wbuf = BytesMut::with_capacity(4 * 1024);
         }
-        result.map_err(|e| Error::worker_lost(format!("writing to the worker: {e}")))
+        result.map_err(|(e, written)| {
+            (
+                Error::worker_lost(format!("writing to the worker: {e}")),
+                written > 0,
+            )
+        })
     }
 
     /// Sends a frame without waiting; for the stop message, which fits in

@@ -26,13 +26,14 @@ pub enum Kind {
     End = 4,
     /// Worker to Hearth: the response status and header lines.
     Head = 5,
-    /// Worker to Hearth: a failure worth logging (an uncaught exception, a
-    /// fatal error, a boot failure), as a field list.
+    /// Worker to Hearth, inside a request: a failure worth logging (an
+    /// uncaught exception, a fatal error), as a field list.
     Error = 6,
     /// Hearth to worker: finish up and exit.
     Stop = 7,
     /// Hearth to worker: a parsed `multipart/form-data` body, its fields and
-    /// spooled uploads, as a PHP `serialize()`d list.
+    /// spooled uploads, as a PHP `serialize()`d list. A large list is split
+    /// over several `Form` frames, to be joined in order.
     Form = 8,
 }
 

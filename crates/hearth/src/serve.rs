@@ -218,14 +218,21 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         }
     });
 
-    hearth_http::serve(listener, pool.clone(), setup.http, shutdown_signal()).await?;
+    hearth_http::serve(
+        listener,
+        pool.clone(),
+        setup.http,
+        shutdown_signal(pool.clone()),
+    )
+    .await?;
     pool.shutdown().await;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Completes on the first SIGTERM or SIGINT. A second one exits at once.
-async fn shutdown_signal() {
+/// Completes on the first SIGTERM or SIGINT. A second one kills the
+/// workers and exits at once.
+async fn shutdown_signal(pool: Pool) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -244,7 +251,8 @@ async fn shutdown_signal() {
             _ = term.recv() => {}
             _ = int.recv() => {}
         }
-        tracing::warn!("second signal: stopping now");
+        tracing::warn!("second signal: killing the workers and stopping now");
+        pool.kill_all();
         std::process::exit(130);
     });
 }

@@ -38,6 +38,9 @@ final class Channel
             stream_set_read_buffer($stream, 0);
             stream_set_write_buffer($stream, 0);
             stream_set_blocking($stream, true);
+            // An idle worker waits for its next request as long as it takes
+            // (default_socket_timeout would end the wait after 60 s).
+            stream_set_timeout($stream, 31536000);
         }
         $this->in = $in;
         $this->out = $out;
@@ -111,7 +114,7 @@ final class Channel
                         $body .= $payload;
                         break;
                     case Frame::FORM:
-                        $form = $payload;
+                        $form = ($form ?? '') . $payload;
                         break;
                     case Frame::END:
                         if ($id === -1) {
@@ -164,16 +167,15 @@ final class Channel
     {
         while (true) {
             $data = @fread($this->in, self::READ_SIZE);
-            if ($data === false) {
-                return null;
-            }
-            if ($data !== '') {
+            if ($data !== false && $data !== '') {
                 return $data;
             }
-            if (feof($this->in)) {
+            if (stream_get_meta_data($this->in)['timed_out'] ?? false) {
+                continue;
+            }
+            if ($data === false || feof($this->in)) {
                 return null;
             }
-            // A read timeout (default_socket_timeout) while idle: keep waiting.
         }
     }
 }

@@ -10,8 +10,8 @@ namespace Hearth\Internal;
  * For each request it does what PHP's request startup and shutdown would:
  * fills the superglobals, captures output, runs the handler, collects
  * status, headers and body, writes the session, and then puts back what the
- * request changed (headers, output buffers, ini settings, timezone, working
- * directory) so the next client starts clean.
+ * request changed (headers, output buffers, ini settings, timezone) so the
+ * next client starts clean.
  *
  * @internal
  */
@@ -21,6 +21,9 @@ final class Runtime
 
     /** Output beyond this many bytes is streamed instead of buffered. */
     private const OUTPUT_CHUNK = 1048576;
+
+    /** Larger bodies are sent in several BODY frames (one echo can be huge). */
+    private const FRAME_BODY = 4194304;
 
     private const FATAL_ERRORS = E_ERROR | E_PARSE | E_CORE_ERROR | E_COMPILE_ERROR
         | E_USER_ERROR | E_RECOVERABLE_ERROR;
@@ -38,7 +41,7 @@ final class Runtime
     private const WATCHED_INI = [
         'display_errors', 'display_startup_errors', 'error_reporting', 'html_errors', 'log_errors',
         'error_log', 'default_charset', 'default_mimetype', 'date.timezone', 'memory_limit',
-        'max_execution_time', 'precision', 'serialize_precision', 'include_path', 'user_agent',
+        'precision', 'serialize_precision', 'include_path', 'user_agent',
         'default_socket_timeout', 'auto_detect_line_endings', 'arg_separator.output',
         'url_rewriter.tags', 'ignore_user_abort', 'zend.assertions', 'assert.active', 'assert.exception',
         'mbstring.language', 'mbstring.internal_encoding', 'mbstring.substitute_character',
@@ -143,9 +146,12 @@ final class Runtime
         $this->baseLevel = ob_get_level();
         register_shutdown_function($this->onShutdown(...));
 
-        header_remove();
-        http_response_code(200);
+        // max_execution_time applies to each request, as under php-fpm
+        // (renewTimeLimit()); between requests the worker is not limited.
+        $this->timeLimit = (int) ini_get('max_execution_time');
         set_time_limit(0);
+        $this->exposePhp = (bool) ini_get('expose_php');
+        $this->resetHeaders();
 
         $env = getenv();
         unset($env['HEARTH_PROTOCOL'], $env['HEARTH_MAX_PAYLOAD']);
@@ -153,8 +159,8 @@ final class Runtime
         putenv('HEARTH_PROTOCOL');
         putenv('HEARTH_MAX_PAYLOAD');
 
-        $this->timeLimit = (int) ini_get('max_execution_time');
         $this->ini = ini_get_all(null, false);
+        unset($this->ini['max_execution_time']);
         foreach (self::WATCHED_INI as $name) {
             if (array_key_exists($name, $this->ini)) {
                 $this->watched[$name] = ini_get($name);
@@ -163,7 +169,6 @@ final class Runtime
         $this->timezone = date_default_timezone_get();
         $order = (string) ini_get('request_order');
         $this->requestOrder = $order !== '' ? $order : (string) ini_get('variables_order');
-        $this->exposePhp = (bool) ini_get('expose_php');
         $this->parsePost = (bool) ini_get('enable_post_data_reading');
         $this->postMaxSize = self::bytes((string) ini_get('post_max_size'));
         $this->sessionName = session_name() ?: 'PHPSESSID';
@@ -323,7 +328,7 @@ final class Runtime
         }
         $out = $this->headSent ? '' : $this->headFrame();
         if ($body !== '') {
-            $out .= Frame::encode(Frame::BODY, $this->requestId, $body);
+            $out .= $this->bodyFrames($body);
         }
         $out .= Frame::encode(Frame::END, $this->requestId, '', $flags);
         $this->responseDone = true;
@@ -331,10 +336,25 @@ final class Runtime
         $this->channel->send($out);
     }
 
+    /** BODY frames carrying $body, none larger than FRAME_BODY. */
+    private function bodyFrames(string $body): string
+    {
+        $length = strlen($body);
+        if ($length <= self::FRAME_BODY) {
+            return Frame::encode(Frame::BODY, $this->requestId, $body);
+        }
+        $out = '';
+        for ($at = 0; $at < $length; $at += self::FRAME_BODY) {
+            $out .= Frame::encode(Frame::BODY, $this->requestId, substr($body, $at, self::FRAME_BODY));
+        }
+        return $out;
+    }
+
     private function headFrame(int $flags = 0): string
     {
         if ($this->explicitHead !== null) {
             [$status, $lines] = $this->explicitHead;
+            $lines = $this->asHeaderWould($lines);
         } else {
             $status = (int) http_response_code();
             $lines = headers_list();
@@ -342,13 +362,39 @@ final class Runtime
                 $lines = $this->withoutEchoedSessionCookie($lines);
             }
         }
-        if ($this->explicitHead === null && !self::hasContentType($lines)) {
+        if (!self::hasContentType($lines)) {
             $default = self::defaultContentType();
             if ($default !== '') {
                 $lines[] = $default;
             }
         }
         return Frame::encode(Frame::HEAD, $this->requestId, Frame::head($status, $lines), $flags);
+    }
+
+    /**
+     * Header lines given directly (PSR-7) as header() would have stored
+     * them: text/* content types get the default charset, and X-Powered-By
+     * is there when expose_php is on. The same script then answers the same
+     * under php-fpm, where the PSR-7 emitter calls header().
+     *
+     * @param list<string> $lines
+     * @return list<string>
+     */
+    private function asHeaderWould(array $lines): array
+    {
+        $charset = (string) ini_get('default_charset');
+        foreach ($lines as $i => $line) {
+            if ($charset !== '' && strncasecmp($line, 'content-type:', 13) === 0) {
+                $type = ltrim(substr($line, 13), ' ');
+                if (str_starts_with($type, 'text/') && !str_contains($type, 'charset=')) {
+                    $lines[$i] = 'Content-type: ' . $type . ';charset=' . $charset;
+                }
+            }
+        }
+        if ($this->exposePhp) {
+            array_unshift($lines, 'X-Powered-By: PHP/' . PHP_VERSION);
+        }
+        return $lines;
     }
 
     /**
@@ -398,7 +444,7 @@ final class Runtime
         }
         $out = $this->headSent ? '' : $this->headFrame(Frame::FLAG_STREAM);
         $this->headSent = true;
-        $this->channel->send($out . Frame::encode(Frame::BODY, $this->requestId, $buffer));
+        $this->channel->send($out . $this->bodyFrames($buffer));
         return '';
     }
 
@@ -477,6 +523,20 @@ final class Runtime
     {
         $failure['method'] = $this->method;
         $failure['uri'] = $this->uri;
+        if ($this->responseDone) {
+            // After fastcgi_finish_request() the request's frames are over;
+            // a report now would land in the next request's.
+            self::log(sprintf(
+                'after the response was sent: %s: %s in %s:%d (%s %s)',
+                $failure['class'],
+                $failure['message'],
+                $failure['file'],
+                $failure['line'],
+                $this->method,
+                $this->uri,
+            ));
+            return;
+        }
         try {
             $this->channel->send(Frame::encode(Frame::ERROR, $this->requestId, Frame::fields($failure)));
         } catch (\Throwable) {
@@ -499,8 +559,11 @@ final class Runtime
         if (ob_get_level() < $this->baseLevel || $this->bufferLost) {
             $this->closeAfter = true;
         }
-        header_remove();
-        http_response_code(200);
+        $this->resetHeaders();
+        if ($this->timeLimit > 0 && (int) ini_get('max_execution_time') !== $this->timeLimit) {
+            // The app changed its own limit: the next request renews it.
+            $this->timeLimitSetAt = 0.0;
+        }
         if (InputStream::isInstalled()) {
             InputStream::uninstall();
         }
@@ -514,6 +577,16 @@ final class Runtime
         error_clear_last();
     }
 
+    /** No headers but the ones PHP starts every request with. */
+    private function resetHeaders(): void
+    {
+        header_remove();
+        http_response_code(200);
+        if ($this->exposePhp) {
+            header('X-Powered-By: PHP/' . PHP_VERSION);
+        }
+    }
+
     private function restoreIni(): void
     {
         foreach ($this->watched as $name => $value) {
@@ -525,7 +598,7 @@ final class Runtime
             return;
         }
         foreach (ini_get_all(null, false) as $name => $value) {
-            $boot = $this->ini[$name] ?? $value;
+            $boot = array_key_exists($name, $this->ini) ? $this->ini[$name] : $value;
             if ($boot !== $value && !isset($this->watched[$name])) {
                 self::log(sprintf(
                     'the app changed %s from %s to %s at runtime; restored '
