@@ -12,10 +12,23 @@ use support::{eventually, fixture, Connection, Req, Server};
 fn a_client_that_goes_away_mid_request_does_not_cost_a_worker() {
     let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
     let pid = server.get("/pid").json()["pid"].clone();
+    let dir = support::tempdir();
+    let mark = dir.path().join("started");
     {
         let mut conn = Connection::open(server.addr);
-        conn.send(b"GET /slow?ms=300 HTTP/1.1\r\nHost: x\r\n\r\n");
-        // Dropped here, before the response.
+        conn.send(
+            format!(
+                "GET /slow?ms=300&mark={} HTTP/1.1\r\nHost: x\r\n\r\n",
+                mark.display()
+            )
+            .as_bytes(),
+        );
+        eventually(
+            Duration::from_secs(10),
+            "the worker to start the request",
+            || mark.exists().then_some(()),
+        );
+        // Dropped here: the worker is busy with a request nobody waits for.
     }
     let r = server.get("/slow?ms=1").json();
     assert_eq!(
