@@ -196,7 +196,11 @@ async fn handle(
         }
         encode_frame(buf, Kind::End, 0, id, &[]);
     };
-    let lease = match app.pool.dispatch(encode).await {
+    let len = server.len()
+        + request_body.raw.len()
+        + request_body.form.as_ref().map_or(0, |f| f.len())
+        + 64;
+    let lease = match app.pool.dispatch(len, encode).await {
         Ok(lease) => lease,
         Err(e) => return Ok(failure(&e, config)),
     };

@@ -28,6 +28,12 @@ pub struct PoolConfig {
     pub max_payload: u32,
     /// The longest wait between attempts to boot a failing worker.
     pub max_backoff: Duration,
+    /// When requests wait for a worker, queue the next one on a worker that
+    /// has just started a request, so the worker goes straight from one to
+    /// the next instead of sleeping until Hearth sends it more. Workers
+    /// still run one request at a time; a queued request whose worker fails
+    /// first is sent elsewhere, since it cannot have started.
+    pub pipelining: bool,
     /// Run workers under SCHED_BATCH: a worker woken by a request does not
     /// preempt the server mid-work, which saves a context switch per request
     /// under load. Fairness and priority are unchanged.
@@ -50,6 +56,7 @@ impl PoolConfig {
             max_payload: hearth_proto::DEFAULT_MAX_PAYLOAD,
             max_backoff: Duration::from_secs(5),
             batch_scheduling: true,
+            pipelining: true,
         }
     }
 }

@@ -9,13 +9,16 @@
 //! ([`Pool::shutdown`]).
 
 mod config;
+mod dispatch;
 mod error;
 mod php;
 mod pool;
 mod process;
+mod supervisor;
 mod worker;
 
 pub use config::PoolConfig;
+pub use dispatch::Lease;
 pub use error::Error;
 pub use php::PhpInfo;
-pub use pool::{Lease, Pool, PoolStatus};
+pub use pool::{Pool, PoolStatus};

@@ -1,7 +1,7 @@
 //! One worker process as the pool sees it: its socket and its bookkeeping.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use std::os::unix::net::UnixStream;
@@ -11,7 +11,7 @@ use hearth_proto::message::Ready;
 use hearth_proto::{Frame, FrameDecoder};
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-use tokio::sync::Notify;
+use tokio::sync::{oneshot, Notify};
 
 use crate::Error;
 
@@ -28,24 +28,98 @@ pub(crate) enum Retire {
     Now = 2,
 }
 
-/// State shared between a worker's socket holder and its supervisor.
+/// State shared by everyone who deals with one worker process: the
+/// request currently holding it, a request queued behind that one, and the
+/// supervisor.
 #[derive(Debug)]
 pub(crate) struct WorkerShared {
     pub pid: u32,
+    /// The socket. Reads belong to whoever holds the [`Worker`]; a queued
+    /// request writes to it while the current one is still being read.
+    pub channel: Channel,
+    next_request_id: AtomicU32,
+    /// Whether a request holds the worker, and the request queued behind
+    /// it, changed together under one lock so that a queue slot is never
+    /// offered on a worker that has just been released.
+    pub link: Mutex<Link>,
     /// Set by the supervisor once the process has exited.
     dead: AtomicBool,
     retire: AtomicU8,
     retire_notify: Notify,
 }
 
+/// See [`WorkerShared::link`].
+#[derive(Debug, Default)]
+pub(crate) struct Link {
+    pub busy: bool,
+    pub queued: Option<Queued>,
+}
+
+/// A request written (or about to be written) to a busy worker, waiting
+/// for the current request to end.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub id: u32,
+    pub handover: oneshot::Sender<Handover>,
+    /// [`WRITE_PENDING`] until the request's task starts writing, which it
+    /// then finishes even if the client goes away: once writing started,
+    /// the worker will answer, and someone must read that answer.
+    pub state: Arc<AtomicU8>,
+}
+
+/// The queued request has not begun writing.
+pub(crate) const WRITE_PENDING: u8 = 0;
+/// The queued request's bytes are on their way to the worker.
+pub(crate) const WRITE_STARTED: u8 = 1;
+
+/// What a queued request learns when the request ahead of it ends.
+#[derive(Debug)]
+pub(crate) enum Handover {
+    /// The worker is yours; your request is next in its socket.
+    Worker(Worker),
+    /// The worker failed or exited before reaching your request, which
+    /// therefore never started: dispatch it again.
+    Lost,
+}
+
 impl WorkerShared {
-    pub fn new(pid: u32) -> Arc<WorkerShared> {
+    pub fn new(pid: u32, channel: Channel) -> Arc<WorkerShared> {
         Arc::new(WorkerShared {
             pid,
+            channel,
+            next_request_id: AtomicU32::new(0),
+            link: Mutex::new(Link::default()),
             dead: AtomicBool::new(false),
             retire: AtomicU8::new(Retire::No as u8),
             retire_notify: Notify::new(),
         })
+    }
+
+    /// The id for the next request written to this worker.
+    pub fn next_request_id(&self) -> u32 {
+        let id = self
+            .next_request_id
+            .fetch_add(1, Ordering::Relaxed)
+            .wrapping_add(1);
+        if id == 0 {
+            self.next_request_id
+                .fetch_add(1, Ordering::Relaxed)
+                .wrapping_add(1)
+        } else {
+            id
+        }
+    }
+
+    pub fn link(&self) -> std::sync::MutexGuard<'_, Link> {
+        self.link.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Tells a queued request, if there is one, that it will not run here.
+    pub fn fail_queued(&self) {
+        let queued = self.link().queued.take();
+        if let Some(q) = queued {
+            let _ = q.handover.send(Handover::Lost);
+        }
     }
 
     pub fn is_dead(&self) -> bool {
@@ -104,7 +178,7 @@ impl Channel {
     }
 
     /// Reads what is available into `buf`'s spare capacity; 0 at end of file.
-    async fn read_buf(&self, buf: &mut BytesMut) -> std::io::Result<usize> {
+    pub async fn read_buf(&self, buf: &mut BytesMut) -> std::io::Result<usize> {
         loop {
             let mut guard = self.fd.readable().await?;
             let spare = buf.spare_capacity_mut();
@@ -136,7 +210,7 @@ impl Channel {
 
     /// Writes all of `bytes`. On failure, also says how many were written:
     /// a worker that took none of a request has not seen it.
-    async fn write_all(&self, mut bytes: &[u8]) -> Result<(), (std::io::Error, usize)> {
+    pub async fn write_all(&self, mut bytes: &[u8]) -> Result<(), (std::io::Error, usize)> {
         let mut written = 0;
         while !bytes.is_empty() {
             match rustix::io::write(self.fd.get_ref(), bytes) {
@@ -174,7 +248,7 @@ impl Channel {
     }
 }
 
-/// The pool's handle on one booted worker.
+/// The pool's handle on one booted worker, held by one request at a time.
 #[derive(Debug)]
 pub(crate) struct Worker {
     pub shared: Arc<WorkerShared>,
@@ -183,11 +257,9 @@ pub(crate) struct Worker {
     pub started: Instant,
     /// When the worker last went back to the idle stack.
     pub idle_since: Instant,
-    socket: Channel,
     rbuf: BytesMut,
     pub(crate) wbuf: BytesMut,
     decoder: FrameDecoder,
-    next_request_id: u32,
 }
 
 /// Buffers that grew past this while carrying a large body are released
@@ -195,7 +267,7 @@ pub(crate) struct Worker {
 const KEEP_BUFFER: usize = 256 * 1024;
 
 impl Worker {
-    pub fn new(shared: Arc<WorkerShared>, socket: Channel, max_payload: u32) -> Worker {
+    pub fn new(shared: Arc<WorkerShared>, max_payload: u32) -> Worker {
         Worker {
             shared,
             ready: Arc::new(Ready {
@@ -208,21 +280,14 @@ impl Worker {
             served: 0,
             started: Instant::now(),
             idle_since: Instant::now(),
-            socket,
             rbuf: BytesMut::with_capacity(16 * 1024),
             wbuf: BytesMut::with_capacity(4 * 1024),
             decoder: FrameDecoder::new(max_payload),
-            next_request_id: 0,
         }
     }
 
     pub fn pid(&self) -> u32 {
         self.shared.pid
-    }
-
-    pub fn next_request_id(&mut self) -> u32 {
-        self.next_request_id = self.next_request_id.wrapping_add(1).max(1);
-        self.next_request_id
     }
 
     /// The next frame from the worker, reading as much as needed.
@@ -234,7 +299,7 @@ impl Worker {
             if self.rbuf.capacity() - self.rbuf.len() < 4096 {
                 self.rbuf.reserve(64 * 1024);
             }
-            match self.socket.read_buf(&mut self.rbuf).await {
+            match self.shared.channel.read_buf(&mut self.rbuf).await {
                 Ok(0) => return Err(Error::worker_lost("the worker closed its socket")),
                 Ok(_) => {}
                 Err(e) => return Err(Error::worker_lost(format!("reading from the worker: {e}"))),
@@ -247,11 +312,10 @@ impl Worker {
         Ok(self.decoder.decode(&mut self.rbuf)?)
     }
 
-    /// Writes the whole write buffer to the worker.
     /// Writes the whole write buffer to the worker. The error says whether
     /// the worker may have read part of it (then it must not be retried).
     pub async fn flush(&mut self) -> Result<(), (Error, bool)> {
-        let result = self.socket.write_all(&self.wbuf).await;
+        let result = self.shared.channel.write_all(&self.wbuf).await;
         self.wbuf.clear();
         if self.wbuf.capacity() > KEEP_BUFFER {
             self.wbuf = BytesMut::with_capacity(4 * 1024);
@@ -267,12 +331,12 @@ impl Worker {
     /// Sends a frame without waiting; for the stop message, which fits in
     /// an empty socket buffer. Returns whether it was written whole.
     pub fn try_send(&self, frame: &[u8]) -> bool {
-        matches!(self.socket.try_write(frame), Ok(n) if n == frame.len())
+        matches!(self.shared.channel.try_write(frame), Ok(n) if n == frame.len())
     }
 
     /// Whether the worker can take a request: see [`Channel::is_quiet`].
     pub fn is_quiet(&self) -> bool {
-        self.socket.is_quiet()
+        self.shared.channel.is_quiet()
     }
 
     /// Called between requests: drops a read buffer that grew large.

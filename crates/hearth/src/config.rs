@@ -63,6 +63,10 @@ pub struct ServeSection {
     /// Run workers under SCHED_BATCH (default true): a worker woken by a
     /// request does not preempt the server, saving a context switch.
     pub batch_scheduling: Option<bool>,
+    /// Queue a waiting request on a worker that has just started another
+    /// (default true), so workers go from one request to the next without
+    /// sleeping in between.
+    pub pipelining: Option<bool>,
     /// Extra php.ini settings for workers, passed as `-d name=value`.
     pub ini: BTreeMap<String, String>,
     /// Extra environment variables for workers.

@@ -57,6 +57,9 @@ pub struct ServeArgs {
     /// Leave workers under the normal scheduler instead of SCHED_BATCH
     #[arg(long)]
     no_batch_scheduling: bool,
+    /// Never queue a request on a busy worker, even when others wait
+    #[arg(long)]
+    no_pipelining: bool,
 }
 
 fn parse_ini(s: &str) -> Result<(String, String), String> {
@@ -128,6 +131,7 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
     pool.stop_timeout = duration(args.stop_timeout, file.stop_timeout, 10);
     pool.ini = file.ini.into_iter().chain(args.ini).collect();
     pool.batch_scheduling = !args.no_batch_scheduling && file.batch_scheduling.unwrap_or(true);
+    pool.pipelining = !args.no_pipelining && file.pipelining.unwrap_or(true);
     pool.env = file
         .env
         .into_iter()

@@ -1,0 +1,235 @@
+//! Keeping each worker slot filled: boot, hand to the pool, watch, replace.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hearth_proto::message::Ready;
+use hearth_proto::Kind;
+use tokio::process::Child;
+
+use crate::dispatch::{self, lock};
+use crate::pool::Shared;
+use crate::process::{self, Spawned};
+use crate::worker::{Retire, Worker, WorkerShared};
+use crate::{Error, PoolConfig};
+
+/// Keeps one slot's worker running: boots it, hands it to the pool, waits
+/// for it to exit, and boots the next, backing off while boots fail.
+pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
+    let mut failures: u32 = 0;
+    let mut marked_failing = false;
+    while !shared.stopping.load(Ordering::Acquire) {
+        shared.started.fetch_add(1, Ordering::Relaxed);
+        match boot(&shared).await {
+            Ok((worker, child)) => {
+                let ws = worker.shared.clone();
+                let pid = ws.pid;
+                if marked_failing {
+                    shared.failing.fetch_sub(1, Ordering::AcqRel);
+                    marked_failing = false;
+                    tracing::info!(
+                        pid,
+                        "worker booted again after {failures} failed attempt(s)"
+                    );
+                }
+                *lock(&shared.slots[slot]) = Some(ws.clone());
+                *lock(&shared.ready) = Some(worker.ready.clone());
+                let booted = Instant::now();
+                dispatch::add(&shared, worker);
+                shared.ready_notify.notify_waiters();
+
+                let status = watch(child, &ws, &shared.config).await;
+                ws.mark_dead();
+                ws.fail_queued();
+                *lock(&shared.slots[slot]) = None;
+                shared.ready_notify.notify_waiters();
+                let stopping = shared.stopping.load(Ordering::Acquire);
+                match (&status, ws.retire_mode()) {
+                    _ if stopping => tracing::debug!(pid, "worker stopped ({})", describe(&status)),
+                    (_, Retire::Graceful) => tracing::info!(
+                        pid,
+                        "worker exited ({}); starting a new one",
+                        describe(&status)
+                    ),
+                    (_, Retire::Now) => tracing::warn!(
+                        pid,
+                        "worker killed ({}); starting a new one",
+                        describe(&status)
+                    ),
+                    (_, Retire::No) => tracing::warn!(
+                        pid,
+                        "worker died ({}); starting a new one",
+                        describe(&status)
+                    ),
+                }
+                if stopping {
+                    break;
+                }
+                shared.restarts.fetch_add(1, Ordering::Relaxed);
+                // A worker that dies right after booting, every time, must
+                // not make this loop spin.
+                if booted.elapsed() < Duration::from_secs(1) && ws.retire_mode() == Retire::No {
+                    failures += 1;
+                    pause(&shared, backoff(failures, shared.config.max_backoff)).await;
+                } else {
+                    failures = 0;
+                }
+            }
+            Err(e) => {
+                failures += 1;
+                if !marked_failing {
+                    shared.failing.fetch_add(1, Ordering::AcqRel);
+                    marked_failing = true;
+                    shared.ready_notify.notify_waiters();
+                }
+                let delay = backoff(failures, shared.config.max_backoff);
+                tracing::error!(
+                    "worker failed to boot (attempt {failures}, next in {:.1}s): {e}",
+                    delay.as_secs_f64()
+                );
+                *lock(&shared.last_boot_error) = Some(e.to_string());
+                pause(&shared, delay).await;
+            }
+        }
+    }
+    if marked_failing {
+        shared.failing.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Sleeps, unless the pool starts stopping.
+async fn pause(shared: &Shared, delay: Duration) {
+    let stop = shared.stop.notified();
+    if shared.stopping.load(Ordering::Acquire) {
+        return;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => {}
+        _ = stop => {}
+    }
+}
+
+fn backoff(failures: u32, max: Duration) -> Duration {
+    let ms = 100u64.saturating_mul(1 << failures.saturating_sub(1).min(16));
+    Duration::from_millis(ms).min(max)
+}
+
+/// Starts a worker and waits for its handshake.
+async fn boot(shared: &Shared) -> Result<(Worker, Child), Error> {
+    let config = &shared.config;
+    let Spawned {
+        mut child,
+        pid,
+        channel,
+        tail,
+        forwarders,
+    } = process::spawn(config, &shared.php)?;
+    let mut worker = Worker::new(WorkerShared::new(pid, channel), config.max_payload);
+    let failure = match tokio::time::timeout(config.boot_timeout, worker.read_frame()).await {
+        Ok(Ok(frame)) if frame.kind == Kind::Ready => match Ready::decode(&frame.payload) {
+            Ok(ready) if ready.protocol == u32::from(hearth_proto::VERSION) => {
+                worker.ready = Arc::new(ready);
+                worker.started = Instant::now();
+                return Ok((worker, child));
+            }
+            Ok(ready) => format!(
+                "the worker's PHP library speaks protocol {} but this hearth speaks {}; \
+                 use the PHP library that came with this hearth",
+                ready.protocol,
+                hearth_proto::VERSION
+            ),
+            Err(e) => format!("bad handshake: {e}"),
+        },
+        Ok(Ok(frame)) => format!("expected a ready handshake, got a {:?} frame", frame.kind),
+        Ok(Err(e)) if e.is_worker_lost() => {
+            let status = child.wait().await;
+            for f in forwarders {
+                let _ = tokio::time::timeout(Duration::from_secs(1), f).await;
+            }
+            let output = tail.text();
+            return Err(Error::boot(format!(
+                "{} exited ({}) before calling Hearth\\Worker::serve(){}{}",
+                config.script.display(),
+                describe(&status),
+                if output.is_empty() { "" } else { ":\n" },
+                output
+            )));
+        }
+        Ok(Err(e)) => format!("handshake failed: {e}"),
+        Err(_) => format!(
+            "no ready handshake within {:?} (does the script call Hearth\\Worker::serve()?)",
+            config.boot_timeout
+        ),
+    };
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    Err(Error::boot(format!(
+        "{}: {failure}",
+        config.script.display()
+    )))
+}
+
+/// Waits for a worker to exit, ending it when asked to.
+async fn watch(
+    mut child: Child,
+    ws: &WorkerShared,
+    config: &PoolConfig,
+) -> std::io::Result<std::process::ExitStatus> {
+    loop {
+        tokio::select! {
+            status = child.wait() => return status,
+            _ = ws.retire_requested() => {}
+        }
+        match ws.retire_mode() {
+            Retire::No => continue,
+            Retire::Now => {
+                let _ = child.start_kill();
+                return child.wait().await;
+            }
+            Retire::Graceful => {
+                if let Ok(status) = tokio::time::timeout(config.stop_timeout, child.wait()).await {
+                    return status;
+                }
+                tracing::warn!(
+                    pid = ws.pid,
+                    "worker did not exit within {:?}; sending SIGTERM",
+                    config.stop_timeout
+                );
+                signal(ws.pid, rustix::process::Signal::TERM);
+                if let Ok(status) = tokio::time::timeout(config.kill_timeout, child.wait()).await {
+                    return status;
+                }
+                tracing::warn!(
+                    pid = ws.pid,
+                    "worker ignored SIGTERM for {:?}; sending SIGKILL",
+                    config.kill_timeout
+                );
+                let _ = child.start_kill();
+                return child.wait().await;
+            }
+        }
+    }
+}
+
+/// Signals a child that has not been reaped yet (its pid cannot have been reused).
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(pid, sig);
+    }
+}
+
+fn describe(status: &std::io::Result<std::process::ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("exit status {code}"),
+            (None, Some(sig)) => format!("killed by signal {sig}"),
+            _ => s.to_string(),
+        },
+        Err(e) => format!("status unknown: {e}"),
+    }
+}
