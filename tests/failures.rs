@@ -297,3 +297,30 @@ fn shutdown_escalates_from_stop_message_to_sigkill_for_a_stuck_request() {
         "the stuck request is answered, not dropped"
     );
 }
+
+#[test]
+fn with_open_basedir_workers_talk_over_a_socket() {
+    let root = support::root();
+    let basedir = format!("{}:/tmp:/var/lib/php/sessions", root.display());
+    let server = Server::start(
+        &fixture("app.php"),
+        &["--workers", "1", "-d", &format!("open_basedir={basedir}")],
+    );
+    assert!(
+        server.log().contains("workers talk to Hearth over sockets"),
+        "{}",
+        server.log()
+    );
+    let env = server.get("/env?x=1").json();
+    assert_eq!(env["get"]["x"], "1");
+    let r = Req::new("POST", "/echo")
+        .header("Content-Type", "text/plain")
+        .body(vec![b'x'; 300_000])
+        .send(server.addr);
+    assert_eq!(r.json()["length"], 300_000);
+    assert_eq!(
+        server.get("/corrupt").status,
+        502,
+        "protocol errors are caught on sockets too"
+    );
+}

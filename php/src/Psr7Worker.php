@@ -40,28 +40,52 @@ final class Psr7Worker
 
     /**
      * The current request as a PSR-7 server request.
+     *
+     * With nyholm/psr7's factory the request is built by one constructor
+     * call (the body stream only when there is a body); with any other
+     * PSR-17 factory through the factory and with*() calls. Both skip the
+     * with*() calls (each a clone) for parts the request does not have.
      */
     public static function requestFromGlobals(object $factory): ServerRequestInterface
     {
         $server = $_SERVER;
         $method = (string) ($server['REQUEST_METHOD'] ?? 'GET');
-        $request = $factory->createServerRequest($method, $factory->createUri(self::uri($server)), $server);
-        foreach (self::headers($server) as $name => $value) {
-            $request = $request->withHeader($name, $value);
-        }
         $protocol = (string) ($server['SERVER_PROTOCOL'] ?? 'HTTP/1.1');
-        if (str_starts_with($protocol, 'HTTP/') && substr($protocol, 5) !== '1.1') {
-            $request = $request->withProtocolVersion(substr($protocol, 5));
+        $version = str_starts_with($protocol, 'HTTP/') ? substr($protocol, 5) : '1.1';
+        $headers = self::headers($server);
+        $hasBody = ($server['CONTENT_LENGTH'] ?? '') !== '';
+        if ($factory instanceof \Nyholm\Psr7\Factory\Psr17Factory) {
+            $request = new \Nyholm\Psr7\ServerRequest(
+                $method,
+                self::uri($server),
+                $headers,
+                $hasBody ? $factory->createStreamFromFile('php://input', 'r') : null,
+                $version,
+                $server,
+            );
+        } else {
+            $request = $factory->createServerRequest($method, $factory->createUri(self::uri($server)), $server);
+            foreach ($headers as $name => $value) {
+                $request = $request->withHeader($name, $value);
+            }
+            if ($version !== '1.1') {
+                $request = $request->withProtocolVersion($version);
+            }
+            if ($hasBody) {
+                $request = $request->withBody($factory->createStreamFromFile('php://input', 'r'));
+            }
         }
-        $request = $request
-            ->withCookieParams($_COOKIE)
-            ->withQueryParams($_GET)
-            ->withUploadedFiles(self::uploadedFiles($factory, $_FILES));
+        if ($_COOKIE !== []) {
+            $request = $request->withCookieParams($_COOKIE);
+        }
+        if ($_GET !== []) {
+            $request = $request->withQueryParams($_GET);
+        }
+        if ($_FILES !== []) {
+            $request = $request->withUploadedFiles(self::uploadedFiles($factory, $_FILES));
+        }
         if ($method === 'POST' && self::isForm((string) ($server['CONTENT_TYPE'] ?? ''))) {
             $request = $request->withParsedBody($_POST);
-        }
-        if (($server['CONTENT_LENGTH'] ?? '') !== '') {
-            $request = $request->withBody($factory->createStreamFromFile('php://input', 'r'));
         }
         return $request;
     }
@@ -133,10 +157,16 @@ final class Psr7Worker
      */
     private static function headers(array $server): array
     {
+        /** @var array<string, string> $names HTTP_X_FOO => X-Foo, kept across requests */
+        static $names = [];
         $headers = [];
         foreach ($server as $key => $value) {
             if (str_starts_with((string) $key, 'HTTP_')) {
-                $name = str_replace(' ', '-', ucwords(strtolower(str_replace('_', ' ', substr((string) $key, 5)))));
+                $name = $names[$key] ??= str_replace(
+                    ' ',
+                    '-',
+                    ucwords(strtolower(str_replace('_', ' ', substr((string) $key, 5)))),
+                );
                 $headers[$name] = (string) $value;
             }
         }

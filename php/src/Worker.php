@@ -36,7 +36,7 @@ final class Worker
             $handler();
             return;
         }
-        Runtime::run(Channel::fromStdin(self::maxPayload()), $handler);
+        Runtime::run(Channel::fromEnvironment(self::maxPayload()), $handler);
     }
 
     /**

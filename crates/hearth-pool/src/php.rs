@@ -16,6 +16,9 @@ pub struct PhpInfo {
     /// The `disable_functions` of the binary's php.ini, kept when Hearth
     /// adds its own entries.
     pub disable_functions: String,
+    /// The `open_basedir` of the binary's php.ini. When set, workers may
+    /// not be able to open their response FIFO, so they use a socket.
+    pub open_basedir: String,
 }
 
 impl PhpInfo {
@@ -27,7 +30,8 @@ impl PhpInfo {
             .tempfile()?;
         script.write_all(
             b"<?php echo 'version=', PHP_VERSION, \"\\n\", 'sapi=', PHP_SAPI, \"\\n\", \
-              'disable_functions=', ini_get('disable_functions'), \"\\n\";",
+              'disable_functions=', ini_get('disable_functions'), \"\\n\", \
+              'open_basedir=', ini_get('open_basedir'), \"\\n\";",
         )?;
         script.flush()?;
         let mut cmd = tokio::process::Command::new(binary);
@@ -58,6 +62,7 @@ impl PhpInfo {
                 version,
                 sapi,
                 disable_functions: field("disable_functions").unwrap_or_default(),
+                open_basedir: field("open_basedir").unwrap_or_default(),
             }),
             _ => Err(Error::boot(format!(
                 "{} is not a working PHP binary ({}): {}{}",

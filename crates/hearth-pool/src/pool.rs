@@ -42,9 +42,20 @@ pub(crate) struct Shared {
     supervisors: Mutex<Vec<JoinHandle<()>>>,
     pub restarts: AtomicU64,
     pub started: AtomicU64,
+    /// Where workers' response FIFOs are made; none when workers use
+    /// sockets (see [`crate::PhpInfo::open_basedir`]).
+    fifo_dir: Option<tempfile::TempDir>,
+    fifos: AtomicU64,
 }
 
 impl Shared {
+    /// A fresh path for a worker's response FIFO, if workers use pipes.
+    pub fn next_fifo(&self) -> Option<std::path::PathBuf> {
+        let dir = self.fifo_dir.as_ref()?;
+        let n = self.fifos.fetch_add(1, Ordering::Relaxed);
+        Some(dir.path().join(format!("worker-{n}.fifo")))
+    }
+
     /// Why waiting for a worker is pointless: every slot is failing to boot.
     pub fn hopeless(&self) -> Option<String> {
         let failing = self.failing.load(Ordering::Acquire);
@@ -85,6 +96,28 @@ impl Pool {
             )));
         }
         let workers = config.workers.max(1);
+        let open_basedir = config
+            .ini
+            .iter()
+            .rev()
+            .find(|(name, _)| name == "open_basedir")
+            .map_or(php.open_basedir.as_str(), |(_, value)| value.as_str());
+        let fifo_dir = if open_basedir.trim().is_empty() {
+            let base = std::env::var_os("XDG_RUNTIME_DIR")
+                .map(std::path::PathBuf::from)
+                .filter(|d| d.is_dir())
+                .unwrap_or_else(std::env::temp_dir);
+            match tempfile::Builder::new().prefix("hearth-").tempdir_in(&base) {
+                Ok(dir) => Some(dir),
+                Err(e) => {
+                    tracing::warn!("cannot create a directory for worker pipes in {}: {e}; workers use sockets", base.display());
+                    None
+                }
+            }
+        } else {
+            tracing::info!("open_basedir is set: workers talk to Hearth over sockets");
+            None
+        };
         let shared = Arc::new(Shared {
             php,
             dispatch: Mutex::new(Dispatch::default()),
@@ -99,6 +132,8 @@ impl Pool {
             supervisors: Mutex::new(Vec::new()),
             restarts: AtomicU64::new(0),
             started: AtomicU64::new(0),
+            fifo_dir,
+            fifos: AtomicU64::new(0),
             config,
         });
         let handles = (0..workers)

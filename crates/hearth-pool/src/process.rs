@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
@@ -49,11 +50,40 @@ impl OutputTail {
     }
 }
 
-pub(crate) fn spawn(config: &PoolConfig, info: &PhpInfo) -> Result<Spawned, Error> {
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-    let channel = Channel::new(ours)?;
+/// Starts a worker. With `fifo` (a path in a private directory) it talks
+/// over pipes: requests on its stdin, responses on a FIFO it opens at that
+/// path; without, over one socketpair on its stdin.
+pub(crate) fn spawn(
+    config: &PoolConfig,
+    info: &PhpInfo,
+    fifo: Option<&Path>,
+) -> Result<Spawned, Error> {
     let mut cmd = worker_command(config, info);
-    cmd.stdin(Stdio::from(OwnedFd::from(theirs)));
+    let channel = match fifo {
+        Some(path) => {
+            use rustix::fs::{mkfifoat, open, Mode, OFlags, CWD};
+            use rustix::pipe::{pipe_with, PipeFlags};
+            mkfifoat(CWD, path, Mode::RUSR | Mode::WUSR).map_err(std::io::Error::from)?;
+            // Non-blocking, so opening does not wait for the worker to
+            // open the other end.
+            let responses = open(
+                path,
+                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(std::io::Error::from)?;
+            let (requests_out, requests_in) =
+                pipe_with(PipeFlags::CLOEXEC).map_err(std::io::Error::from)?;
+            cmd.stdin(Stdio::from(requests_out));
+            cmd.env("HEARTH_RESPONSES", path);
+            Channel::pipes(responses, requests_in)?
+        }
+        None => {
+            let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+            cmd.stdin(Stdio::from(OwnedFd::from(theirs)));
+            Channel::socket(ours)?
+        }
+    };
     let mut child = cmd.spawn().map_err(|e| {
         Error::boot(format!(
             "cannot start {} {}: {e}",
@@ -61,7 +91,7 @@ pub(crate) fn spawn(config: &PoolConfig, info: &PhpInfo) -> Result<Spawned, Erro
             config.script.display()
         ))
     })?;
-    // The command still holds the child's end of the socket; close it so
+    // The command still holds the child's end of the channel; close it so
     // that a dead worker reads as end-of-file.
     drop(cmd);
     let pid = child.id().unwrap_or_default();

@@ -116,52 +116,72 @@ fn backoff(failures: u32, max: Duration) -> Duration {
 }
 
 /// Starts a worker and waits for its handshake.
+/// Removes a path when dropped.
+struct Unlink(std::path::PathBuf);
+
+impl Drop for Unlink {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Starts a worker and waits for its handshake, or for it to exit.
 async fn boot(shared: &Shared) -> Result<(Worker, Child), Error> {
     let config = &shared.config;
+    let fifo = shared.next_fifo();
+    // The FIFO's name is only needed until the worker has opened it, which
+    // it does before its handshake; it goes when boot() returns.
+    let _unlink = fifo.clone().map(Unlink);
     let Spawned {
         mut child,
         pid,
         channel,
         tail,
         forwarders,
-    } = process::spawn(config, &shared.php)?;
+    } = process::spawn(config, &shared.php, fifo.as_deref())?;
     let mut worker = Worker::new(WorkerShared::new(pid, channel), config.max_payload);
-    let failure = match tokio::time::timeout(config.boot_timeout, worker.read_frame()).await {
-        Ok(Ok(frame)) if frame.kind == Kind::Ready => match Ready::decode(&frame.payload) {
-            Ok(ready) if ready.protocol == u32::from(hearth_proto::VERSION) => {
-                worker.ready = Arc::new(ready);
-                worker.started = Instant::now();
-                return Ok((worker, child));
-            }
-            Ok(ready) => format!(
-                "the worker's PHP library speaks protocol {} but this hearth speaks {}; \
-                 use the PHP library that came with this hearth",
-                ready.protocol,
-                hearth_proto::VERSION
+    let handshake = tokio::time::timeout(config.boot_timeout, worker.read_frame());
+    let failure = tokio::select! {
+        result = handshake => match result {
+            Ok(Ok(frame)) if frame.kind == Kind::Ready => match Ready::decode(&frame.payload) {
+                Ok(ready) if ready.protocol == u32::from(hearth_proto::VERSION) => {
+                    worker.ready = Arc::new(ready);
+                    worker.started = Instant::now();
+                    return Ok((worker, child));
+                }
+                Ok(ready) => format!(
+                    "the worker's PHP library speaks protocol {} but this hearth speaks {}; \
+                     use the PHP library that came with this hearth",
+                    ready.protocol,
+                    hearth_proto::VERSION
+                ),
+                Err(e) => format!("bad handshake: {e}"),
+            },
+            Ok(Ok(frame)) => format!("expected a ready handshake, got a {:?} frame", frame.kind),
+            Ok(Err(e)) if e.is_worker_lost() => String::new(),
+            Ok(Err(e)) => format!("handshake failed: {e}"),
+            Err(_) => format!(
+                "no ready handshake within {:?} (does the script call Hearth\\Worker::serve()?)",
+                config.boot_timeout
             ),
-            Err(e) => format!("bad handshake: {e}"),
         },
-        Ok(Ok(frame)) => format!("expected a ready handshake, got a {:?} frame", frame.kind),
-        Ok(Err(e)) if e.is_worker_lost() => {
-            let status = child.wait().await;
-            for f in forwarders {
-                let _ = tokio::time::timeout(Duration::from_secs(1), f).await;
-            }
-            let output = tail.text();
-            return Err(Error::boot(format!(
-                "{} exited ({}) before calling Hearth\\Worker::serve(){}{}",
-                config.script.display(),
-                describe(&status),
-                if output.is_empty() { "" } else { ":\n" },
-                output
-            )));
-        }
-        Ok(Err(e)) => format!("handshake failed: {e}"),
-        Err(_) => format!(
-            "no ready handshake within {:?} (does the script call Hearth\\Worker::serve()?)",
-            config.boot_timeout
-        ),
+        _ = child.wait() => String::new(),
     };
+    if failure.is_empty() {
+        // The worker exited (or closed its end) before the handshake.
+        let status = child.wait().await;
+        for f in forwarders {
+            let _ = tokio::time::timeout(Duration::from_secs(1), f).await;
+        }
+        let output = tail.text();
+        return Err(Error::boot(format!(
+            "{} exited ({}) before calling Hearth\\Worker::serve(){}{}",
+            config.script.display(),
+            describe(&status),
+            if output.is_empty() { "" } else { ":\n" },
+            output
+        )));
+    }
     let _ = child.start_kill();
     let _ = child.wait().await;
     Err(Error::boot(format!(

@@ -5,16 +5,18 @@ declare(strict_types=1);
 namespace Hearth\Internal;
 
 /**
- * The worker's end of its channel to Hearth: a socket handed to the
- * process as its standard input (any SAPI can open php://stdin; only the
- * CLI can open other descriptors by number).
+ * The worker's end of its channel to Hearth.
  *
- * Plain PHP streams, on purpose: they wait with poll() before each recv().
- * A worker blocked in recv() itself (ext/sockets) is also woken each time
- * Hearth reads a response, because that frees space on the worker's side of
- * the socket; poll() waits for input only and sleeps through it. Measured,
- * the extra system call costs less than the extra context switch.
- * Short reads and writes are normal and handled here.
+ * Two pipes when Hearth sets HEARTH_RESPONSES: requests arrive on standard
+ * input, responses go to the FIFO at that path (any SAPI can open
+ * php://stdin and a path; only the CLI can open other descriptors by
+ * number). Otherwise one socket on standard input, both ways.
+ *
+ * On a socket, plain PHP streams wait with poll() before each recv(), on
+ * purpose: a worker blocked in recv() itself (ext/sockets) is also woken
+ * each time Hearth reads a response, because that frees space on the
+ * worker's side of the socket; poll() waits for input only. Pipes have
+ * neither cost. Short reads and writes are normal and handled here.
  *
  * @internal
  */
@@ -39,23 +41,32 @@ final class Channel
             stream_set_write_buffer($stream, 0);
             stream_set_blocking($stream, true);
             // An idle worker waits for its next request as long as it takes
-            // (default_socket_timeout would end the wait after 60 s).
-            stream_set_timeout($stream, 31536000);
+            // (on a socket, default_socket_timeout would end the wait).
+            @stream_set_timeout($stream, 31536000);
         }
         $this->in = $in;
         $this->out = $out;
     }
 
     /**
-     * Opens the socket Hearth handed this process as its standard input.
+     * Opens the channel Hearth set up for this process.
      */
-    public static function fromStdin(int $maxPayload): self
+    public static function fromEnvironment(int $maxPayload): self
     {
-        $stream = fopen('php://stdin', 'r+');
-        if ($stream === false) {
+        $responses = (string) getenv('HEARTH_RESPONSES');
+        $in = fopen('php://stdin', $responses === '' ? 'r+' : 'r');
+        if ($in === false) {
             throw new \RuntimeException('cannot open the Hearth channel on standard input');
         }
-        return new self($stream, $stream, $maxPayload);
+        if ($responses === '') {
+            return new self($in, $in, $maxPayload);
+        }
+        $out = @fopen($responses, 'w');
+        if ($out === false) {
+            $error = error_get_last()['message'] ?? 'unknown error';
+            throw new \RuntimeException("cannot open the Hearth response pipe {$responses}: {$error}");
+        }
+        return new self($in, $out, $maxPayload);
     }
 
     /**

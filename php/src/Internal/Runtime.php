@@ -154,10 +154,11 @@ final class Runtime
         $this->resetHeaders();
 
         $env = getenv();
-        unset($env['HEARTH_PROTOCOL'], $env['HEARTH_MAX_PAYLOAD']);
+        unset($env['HEARTH_PROTOCOL'], $env['HEARTH_MAX_PAYLOAD'], $env['HEARTH_RESPONSES']);
         $this->env = $env;
         putenv('HEARTH_PROTOCOL');
         putenv('HEARTH_MAX_PAYLOAD');
+        putenv('HEARTH_RESPONSES');
 
         $this->ini = ini_get_all(null, false);
         unset($this->ini['max_execution_time']);
