@@ -5,8 +5,8 @@
 use std::net::SocketAddr;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::{Bytes, BytesMut};
-use hearth_proto::php::PhpArray;
+use bytes::BytesMut;
+use hearth_proto::php::PhpArrayWriter;
 use http::request::Parts;
 use http::Version;
 
@@ -62,18 +62,22 @@ pub(crate) struct ServerInfo {
     pub server_software: String,
 }
 
-/// Serializes the request's `$_SERVER`.
+/// Entries `write_server_vars` writes besides the `HTTP_*` ones.
+const FIXED_VARS: usize = 24;
+
+/// Appends the request's `$_SERVER`, serialized, to `dst` (the worker's
+/// write buffer: nothing is built elsewhere and copied).
 ///
 /// `body_len` is the length of the body Hearth received (it is the
 /// `CONTENT_LENGTH` PHP sees, also for chunked requests), `None` without one.
-pub(crate) fn server_vars(
+pub(crate) fn write_server_vars(
+    dst: &mut BytesMut,
     parts: &Parts,
     conn: &Connection,
     server: &ServerInfo,
     body_len: Option<usize>,
     now: SystemTime,
-) -> Bytes {
-    let mut vars = PhpArray::with_capacity(1536);
+) {
     let uri = &parts.uri;
     let query = uri.query().unwrap_or("");
     let request_uri = uri.path_and_query().map_or("/", |pq| pq.as_str());
@@ -81,22 +85,24 @@ pub(crate) fn server_vars(
         .headers
         .get(http::header::CONTENT_TYPE)
         .map_or(&b""[..], |v| v.as_bytes());
-    let content_length = match body_len {
-        Some(n) => n.to_string(),
+    let mut digits = itoa_buffer();
+    let content_length: &[u8] = match body_len {
+        Some(n) => format_usize(&mut digits, n),
         None => parts
             .headers
             .get(http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_owned(),
+            .map_or(&b""[..], |v| v.as_bytes()),
     };
+    let count =
+        FIXED_VARS + usize::from(conn.https) + parts.headers.keys().filter(|n| passes(n)).count();
     let script = &server.script;
+    let mut vars = PhpArrayWriter::new(dst, count);
     vars.str(b"PATH_INFO", b"")
         .str(b"SCRIPT_FILENAME", script.filename.as_bytes())
         .str(b"QUERY_STRING", query.as_bytes())
         .str(b"REQUEST_METHOD", parts.method.as_str().as_bytes())
         .str(b"CONTENT_TYPE", content_type)
-        .str(b"CONTENT_LENGTH", content_length.as_bytes())
+        .str(b"CONTENT_LENGTH", content_length)
         .str(b"SCRIPT_NAME", script.name.as_bytes())
         .str(b"REQUEST_URI", request_uri.as_bytes())
         .str(b"DOCUMENT_URI", script.name.as_bytes())
@@ -124,9 +130,23 @@ pub(crate) fn server_vars(
     vars.str(b"PHP_SELF", script.name.as_bytes())
         .float(b"REQUEST_TIME_FLOAT", micros)
         .int(b"REQUEST_TIME", since_epoch.as_secs() as i64);
-    let mut out = BytesMut::with_capacity(vars.len() * 48 + 64);
-    vars.finish(&mut out);
-    out.freeze()
+    vars.finish();
+}
+
+fn itoa_buffer() -> [u8; 20] {
+    [0; 20]
+}
+
+fn format_usize(buf: &mut [u8; 20], mut n: usize) -> &[u8] {
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[i..];
+        }
+    }
 }
 
 /// nginx's `$remote_user`: the user name of `Authorization: Basic`.
@@ -153,20 +173,26 @@ fn protocol(version: Version) -> &'static [u8] {
     }
 }
 
+/// Whether a request header becomes an `HTTP_*` variable (see [`headers`]).
+fn passes(name: &http::HeaderName) -> bool {
+    let name = name.as_str();
+    name != "proxy" && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
 /// `HTTP_*` for each request header, as nginx passes them: names upper-cased
 /// with `-` turned into `_`; headers whose names hold anything but letters,
 /// digits and `-` are dropped (nginx's `ignore_invalid_headers`), so
 /// `X_Forwarded_For` cannot pose as `X-Forwarded-For`. `Proxy` is dropped
 /// too (httpoxy: it would become `HTTP_PROXY`, which HTTP clients read as
 /// their proxy setting). Repeated headers are joined, cookies with "; ".
-fn headers(vars: &mut PhpArray, parts: &Parts) {
+fn headers(vars: &mut PhpArrayWriter<'_>, parts: &Parts) {
     let mut key = Vec::with_capacity(64);
     let mut joined = Vec::new();
     for name in parts.headers.keys() {
-        let name = name.as_str();
-        if name == "proxy" || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        if !passes(name) {
             continue;
         }
+        let name = name.as_str();
         key.clear();
         key.extend_from_slice(b"HTTP_");
         key.extend(name.bytes().map(|b| {
@@ -204,8 +230,18 @@ mod tests {
         req.into_parts().0
     }
 
-    fn decode(vars: &Bytes) -> String {
-        String::from_utf8_lossy(vars).into_owned()
+    /// The serialized $_SERVER as text. (PhpArrayWriter::finish panics if
+    /// the announced entry count is wrong.)
+    fn server_vars(
+        parts: &Parts,
+        conn: &Connection,
+        server: &ServerInfo,
+        body_len: Option<usize>,
+        now: SystemTime,
+    ) -> String {
+        let mut out = BytesMut::new();
+        write_server_vars(&mut out, parts, conn, server, body_len, now);
+        String::from_utf8_lossy(&out).into_owned()
     }
 
     fn info() -> ServerInfo {
@@ -238,7 +274,7 @@ mod tests {
             "[::ffff:127.0.0.1]:8080".parse().unwrap(),
             false,
         );
-        let vars = decode(&server_vars(&parts(req), &conn, &info(), None, UNIX_EPOCH));
+        let vars = server_vars(&parts(req), &conn, &info(), None, UNIX_EPOCH);
         assert!(
             vars.contains("s:9:\"HTTP_HOST\";s:12:\"example.test\";"),
             "{vars}"
@@ -288,13 +324,7 @@ mod tests {
             "10.0.0.2:443".parse().unwrap(),
             true,
         );
-        let vars = decode(&server_vars(
-            &parts(req),
-            &conn,
-            &info(),
-            Some(42),
-            UNIX_EPOCH,
-        ));
+        let vars = server_vars(&parts(req), &conn, &info(), Some(42), UNIX_EPOCH);
         assert!(
             vars.contains("s:14:\"CONTENT_LENGTH\";s:2:\"42\";"),
             "{vars}"

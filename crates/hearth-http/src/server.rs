@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::BytesMut;
 use hearth_pool::Pool;
-use hearth_proto::{encode_frame, Kind};
+use hearth_proto::{begin_frame, encode_frame, end_frame, Kind};
 use http::{HeaderValue, Request, Response, StatusCode};
 use hyper::body::{Body as _, Incoming};
 use hyper::server::conn::http1;
@@ -176,16 +176,12 @@ async fn handle(
     };
 
     let has_body = request_body.len > 0 || request_body.form.is_some();
-    let server = cgi::server_vars(
-        &parts,
-        &conn,
-        &app.info,
-        has_body.then_some(request_body.len),
-        now,
-    );
+    let body_len = has_body.then_some(request_body.len);
     let chunk = config.body_chunk.max(1);
     let encode = |buf: &mut BytesMut, id: u32| {
-        encode_frame(buf, Kind::Request, 0, id, &server);
+        let at = begin_frame(buf, Kind::Request, 0, id);
+        cgi::write_server_vars(buf, &parts, &conn, &app.info, body_len, now);
+        end_frame(buf, at);
         for piece in request_body.raw.chunks(chunk) {
             encode_frame(buf, Kind::Body, 0, id, piece);
         }
@@ -196,10 +192,9 @@ async fn handle(
         }
         encode_frame(buf, Kind::End, 0, id, &[]);
     };
-    let len = server.len()
-        + request_body.raw.len()
-        + request_body.form.as_ref().map_or(0, |f| f.len())
-        + 64;
+    // $_SERVER is about 1.5 KB; the length only decides whether the request
+    // is small enough to be queued behind another.
+    let len = 2048 + request_body.raw.len() + request_body.form.as_ref().map_or(0, |f| f.len());
     let lease = match app.pool.dispatch(len, encode).await {
         Ok(lease) => lease,
         Err(e) => return Ok(failure(&e, config)),

@@ -166,6 +166,18 @@ mod tests {
     }
 
     #[test]
+    fn frames_written_in_place_get_their_length() {
+        let mut buf = BytesMut::new();
+        let at = crate::begin_frame(&mut buf, Kind::Request, 0, 9);
+        buf.put_slice(b"payload written later");
+        crate::end_frame(&mut buf, at);
+        let frame = FrameDecoder::default().decode(&mut buf).unwrap().unwrap();
+        assert_eq!(frame.kind, Kind::Request);
+        assert_eq!(frame.request_id, 9);
+        assert_eq!(&frame.payload[..], b"payload written later");
+    }
+
+    #[test]
     fn configured_limit_is_capped() {
         assert_eq!(
             FrameDecoder::new(u32::MAX).max_payload(),

@@ -117,6 +117,25 @@ pub fn encode_header(dst: &mut BytesMut, kind: Kind, flags: u16, request_id: u32
     dst.put_u32(len);
 }
 
+/// Starts a frame whose payload is written straight into `dst` after this
+/// call, for payloads whose length is only known once written. Returns the
+/// frame's offset, for [`end_frame`].
+pub fn begin_frame(dst: &mut BytesMut, kind: Kind, flags: u16, request_id: u32) -> usize {
+    let at = dst.len();
+    encode_header(dst, kind, flags, request_id, 0);
+    at
+}
+
+/// Writes the payload length of the frame started at `at`.
+///
+/// # Panics
+/// If the payload written since [`begin_frame`] does not fit in u32.
+pub fn end_frame(dst: &mut BytesMut, at: usize) {
+    let len = dst.len() - at - HEADER_LEN;
+    let len = u32::try_from(len).expect("frame payload length exceeds u32");
+    dst[at + 8..at + HEADER_LEN].copy_from_slice(&len.to_be_bytes());
+}
+
 /// Appends a whole frame to `dst`.
 pub fn encode_frame(dst: &mut BytesMut, kind: Kind, flags: u16, request_id: u32, payload: &[u8]) {
     dst.reserve(HEADER_LEN + payload.len());

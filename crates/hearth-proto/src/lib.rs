@@ -19,7 +19,9 @@ pub mod php;
 
 pub use codec::FrameDecoder;
 pub use error::Error;
-pub use frame::{encode_frame, encode_header, flags, Frame, Kind, HEADER_LEN, VERSION};
+pub use frame::{
+    begin_frame, encode_frame, encode_header, end_frame, flags, Frame, Kind, HEADER_LEN, VERSION,
+};
 
 /// The largest payload any frame may carry, whatever a peer configures.
 pub const MAX_PAYLOAD_LIMIT: u32 = 64 * 1024 * 1024;

@@ -10,6 +10,54 @@
 use bytes::{BufMut, BytesMut};
 use std::io::Write as _;
 
+/// Writes one PHP array, whose number of entries is known up front,
+/// straight into a buffer.
+#[derive(Debug)]
+pub struct PhpArrayWriter<'a> {
+    dst: &'a mut BytesMut,
+    left: usize,
+}
+
+impl<'a> PhpArrayWriter<'a> {
+    /// Starts an array of exactly `count` entries in `dst`.
+    pub fn new(dst: &'a mut BytesMut, count: usize) -> PhpArrayWriter<'a> {
+        dst.put_slice(b"a:");
+        put_decimal(dst, count as u64);
+        dst.put_slice(b":{");
+        PhpArrayWriter { dst, left: count }
+    }
+
+    pub fn str(&mut self, key: &[u8], value: &[u8]) -> &mut Self {
+        write_str(self.dst, key);
+        write_str(self.dst, value);
+        self.left -= 1;
+        self
+    }
+
+    pub fn int(&mut self, key: &[u8], value: i64) -> &mut Self {
+        write_str(self.dst, key);
+        write_int(self.dst, value);
+        self.left -= 1;
+        self
+    }
+
+    pub fn float(&mut self, key: &[u8], value: f64) -> &mut Self {
+        write_str(self.dst, key);
+        write_float(self.dst, value);
+        self.left -= 1;
+        self
+    }
+
+    /// Closes the array.
+    ///
+    /// # Panics
+    /// If fewer or more entries were written than announced.
+    pub fn finish(self) {
+        assert_eq!(self.left, 0, "PHP array entry count announced wrongly");
+        self.dst.put_u8(b'}');
+    }
+}
+
 /// Builds one PHP array whose entry count is only known at the end.
 ///
 /// Entries are written to a scratch buffer and counted; [`finish`] writes
@@ -182,6 +230,28 @@ mod tests {
             text(out),
             "a:3:{s:1:\"T\";i:1700000000;s:1:\"F\";d:1.5;i:2;a:2:{i:0;s:1:\"x\";i:1;i:-12;}}"
         );
+    }
+
+    #[test]
+    fn the_writer_matches_the_builder() {
+        let mut built = PhpArray::default();
+        built.str(b"A", b"x").int(b"B", -3).float(b"C", 2.5);
+        let mut expected = BytesMut::new();
+        built.finish(&mut expected);
+        let mut written = BytesMut::new();
+        let mut w = PhpArrayWriter::new(&mut written, 3);
+        w.str(b"A", b"x").int(b"B", -3).float(b"C", 2.5);
+        w.finish();
+        assert_eq!(written, expected);
+    }
+
+    #[test]
+    #[should_panic(expected = "entry count")]
+    fn the_writer_refuses_a_wrong_count() {
+        let mut out = BytesMut::new();
+        let mut w = PhpArrayWriter::new(&mut out, 2);
+        w.str(b"A", b"x");
+        w.finish();
     }
 
     #[test]
