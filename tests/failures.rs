@@ -237,7 +237,7 @@ fn a_config_file_sets_the_same_options_as_flags() {
         "--listen".into(),
         "127.0.0.1:0".into(),
     ]);
-    server.wait_for_log("workers ready", Duration::from_secs(30));
+    server.wait_until_ready();
     let env = server.get("/env").json();
     assert_eq!(env["server"]["SERVER_NAME"], "app.example");
     assert_eq!(env["server"]["APP_ENV"], "staging");

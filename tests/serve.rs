@@ -815,7 +815,7 @@ fn cgi_variables_in_hearths_environment_do_not_break_startup() {
             break false;
         }
         seen.push_str(&line);
-        if line.contains("workers ready") {
+        if line.contains(" worker ready") || line.contains(" workers ready") {
             break true;
         }
     };

@@ -45,8 +45,21 @@ impl Server {
     /// waits until every worker is ready.
     pub fn start(script: &Path, extra: &[&str]) -> Server {
         let server = Server::spawn(script, extra);
-        server.wait_for_log("workers ready", Duration::from_secs(30));
+        server.wait_until_ready();
         server
+    }
+
+    /// Waits for the "N workers ready" (or "1 worker ready") line.
+    pub fn wait_until_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let log = self.log();
+            if log.contains(" workers ready") || log.contains(" worker ready") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("workers never became ready; log:\n{}", self.log());
     }
 
     /// Starts `hearth serve` without waiting for workers (for boot failures).

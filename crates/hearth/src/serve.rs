@@ -196,14 +196,14 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
     let pool = Pool::start(setup.pool.clone()).await?;
     let php = pool.php();
     tracing::info!(
-        "hearth {} serving {} on http://{addr} with {} workers ({} {}, {})",
+        "hearth {} serving {} on http://{addr} with {} ({} {}, {})",
         env!("CARGO_PKG_VERSION"),
         if setup.demo {
             "the built-in demo".to_owned()
         } else {
             setup.pool.script.display().to_string()
         },
-        setup.pool.workers,
+        plural(setup.pool.workers, "worker"),
         php.binary.display(),
         php.version,
         php.sapi,
@@ -218,7 +218,7 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
     let workers = setup.pool.workers;
     tokio::spawn(async move {
         if ready.wait_ready(Duration::from_secs(3600)).await {
-            tracing::info!("{workers} workers ready");
+            tracing::info!("{} ready", plural(workers, "worker"));
         }
     });
 
@@ -232,6 +232,14 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
     pool.shutdown().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
 }
 
 /// Completes on the first SIGTERM or SIGINT. A second one kills the
