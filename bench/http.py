@@ -95,8 +95,7 @@ APPS = {
         path="/",
         checks=(
             Check("/hello/bench", 200, same_body=True),
-            # Slim's HTML 404 page links to the home URL, port included.
-            Check("/no/such/page", 404, same_body=False),
+            Check("/no/such/page", 404, same_body=True),
         ),
     ),
 }

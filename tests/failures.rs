@@ -263,7 +263,7 @@ fn shutdown_escalates_from_stop_message_to_sigkill_for_a_stuck_request() {
     let stuck = std::thread::spawn(move || {
         let mut conn = Connection::open(addr);
         conn.send(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes());
-        conn.read_head().status
+        conn.is_closed()
     });
     let pid = eventually(
         Duration::from_secs(10),
@@ -291,11 +291,11 @@ fn shutdown_escalates_from_stop_message_to_sigkill_for_a_stuck_request() {
         .expect("kill -0")
         .success();
     assert!(!alive, "the stuck worker {pid} is gone");
-    assert_eq!(
+    assert!(
         stuck.join().expect("client"),
-        502,
-        "the stuck request is answered, not dropped"
+        "after the grace period the stuck request's connection is closed"
     );
+    assert!(log.contains("closing their connections"), "{log}");
 }
 
 #[test]

@@ -873,3 +873,121 @@ fn psr7_apps_get_requests_and_send_responses() {
     assert_eq!(r.header("location"), Some("/things/1"));
     assert_eq!(r.headers_named("set-cookie"), vec!["a=1", "b=2"]);
 }
+
+#[test]
+fn exit_or_a_fatal_error_after_fastcgi_finish_request_harms_no_one() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    for path in ["/finish-then-exit", "/finish-then-fatal"] {
+        let r = server.get(path);
+        assert_eq!(r.text(), "sent", "{path}");
+        // The worker is still busy with the request; the next request waits
+        // for it (or for its replacement) instead of being sent to it.
+        for _ in 0..3 {
+            let r = server.get("/pid");
+            assert_eq!(r.status, 200, "after {path}: {}", r.text());
+        }
+    }
+    server.wait_for_log("fatal after the response was sent", Duration::from_secs(5));
+}
+
+#[test]
+fn a_session_changed_after_fastcgi_finish_request_is_written() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let mut jar = CookieJar::default();
+    let r = server.get("/finish-then-session");
+    assert_eq!(r.text(), "sent");
+    jar.store(&r);
+    assert!(
+        jar.get("PHPSESSID").is_some(),
+        "the session cookie went out with the early response"
+    );
+    let r = Req::new("GET", "/session")
+        .header("Cookie", &jar.header())
+        .send(server.addr)
+        .json();
+    assert_eq!(r["secret"], "written after the response", "{r}");
+}
+
+#[test]
+fn set_time_limit_does_not_outlive_its_request() {
+    let server = Server::start(
+        &fixture("app.php"),
+        &["--workers", "1", "-d", "max_execution_time=0"],
+    );
+    assert_eq!(server.get("/set-limit?s=1").json()["limit"], "1");
+    let r = server.get("/cpu?ms=1300");
+    assert_eq!(
+        r.status,
+        200,
+        "the next request runs under max_execution_time=0 again: {}",
+        r.text()
+    );
+    assert_eq!(r.json()["limit"], "0");
+}
+
+#[test]
+fn busy_workers_get_the_stop_message_when_their_request_ends() {
+    let mut server = Server::start(
+        &fixture("app.php"),
+        &["--workers", "1", "--stop-timeout", "30s"],
+    );
+    let dir = support::tempdir();
+    let mark = dir.path().join("started");
+    let addr = server.addr;
+    let path = format!("/slow?ms=500&mark={}", mark.display());
+    let request = std::thread::spawn(move || Req::new("GET", &path).send(addr));
+    eventually(Duration::from_secs(10), "the request to start", || {
+        mark.exists().then_some(())
+    });
+    server.signal("TERM");
+    assert_eq!(request.join().expect("request").status, 200);
+    assert_eq!(server.wait_exit(Duration::from_secs(20)), Some(0));
+    let log = server.log();
+    assert!(
+        !log.contains("sending SIGTERM"),
+        "the worker stopped on the stop message:\n{log}"
+    );
+}
+
+#[test]
+fn response_fifos_are_private_and_unlinked_after_boot() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let pid = server.get("/pid").json()["pid"].as_u64().expect("pid");
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("environ");
+    let fifo = environ
+        .split(|&b| b == 0)
+        .find_map(|kv| kv.strip_prefix(b"HEARTH_RESPONSES="))
+        .map(|p| std::path::PathBuf::from(String::from_utf8_lossy(p).into_owned()))
+        .expect("the worker was started with a response FIFO");
+    assert!(
+        !fifo.exists(),
+        "the FIFO's name is gone once the worker booted"
+    );
+    let dir = fifo.parent().expect("dir");
+    let mode = std::fs::metadata(dir)
+        .expect("dir exists while serving")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o700, "{}", dir.display());
+}
+
+#[test]
+fn hearth_variables_in_hearths_environment_do_not_reach_workers() {
+    let root = support::root();
+    let basedir = format!("{}:/tmp:/var/lib/php/sessions", root.display());
+    let mut server = Server::spawn_args(&[
+        "serve".into(),
+        fixture("app.php").to_string_lossy().into_owned(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--workers".into(),
+        "1".into(),
+        "-d".into(),
+        format!("open_basedir={basedir}"),
+    ]);
+    let _ = &mut server;
+    server.wait_until_ready();
+    assert_eq!(server.get("/pid").status, 200);
+}

@@ -3,9 +3,10 @@
 /**
  * What the PHP library costs per request, without HTTP or Hearth.
  *
- * This script (run with the CLI) starts a php-cgi worker the way Hearth
- * does (a socket on stdin, output_buffering=1), sends it N requests one at
- * a time, and prints the worker's CPU time per request (user and system)
+ * This script (run with the CLI) starts a php-cgi worker as Hearth does
+ * when open_basedir is set (a socket on stdin, output_buffering=1; Hearth
+ * otherwise uses pipes), sends it N requests one at a time, and prints
+ * the worker's CPU time per request (user and system)
  * as the worker measured it with getrusage(): what the library and the
  * handler add on top of the kernel's share.
  *

@@ -83,6 +83,8 @@ impl Server {
     pub fn spawn_args(args: &[String]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
             .args(args)
+            // Set in Hearth's own environment: it must not reach workers.
+            .env("HEARTH_RESPONSES", "/nonexistent/hearth-test")
             .env("HEARTH_LOG", "debug,hyper=info")
             .env_remove("RUST_LOG")
             .env("NO_COLOR", "1")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 VERSION = 1
 KINDS = {"ready": 1, "request": 2, "body": 3, "end": 4, "head": 5, "error": 6, "stop": 7, "form": 8}
-CLOSE, STREAM = 0x0001, 0x0002
+CLOSE, STREAM, DETACHED = 0x0001, 0x0002, 0x0004
 
 
 def frame(kind, payload=b"", request_id=0, flags=0, version=VERSION, kind_byte=None):
@@ -76,6 +76,9 @@ stream("streamed response, worker exits after it",
        [("head", struct.pack(">H", 200), 8, STREAM), ("body", b"chunk 1\n", 8, 0), ("body", b"chunk 2\n", 8, 0),
         ("end", b"", 8, CLOSE)])
 stream("error report then response", [("error", error, 9, 0), ("head", struct.pack(">H", 500), 9, 0), ("end", b"", 9, 0)])
+stream("response sent early, request goes on (fastcgi_finish_request)",
+       [("head", struct.pack(">H", 200), 10, 0), ("body", b"done", 10, 0), ("end", b"", 10, DETACHED),
+        ("end", b"", 10, 0)])
 stream("stop", [("stop", b"", 0, 0)])
 stream("unknown flag bits are kept", [("end", b"", 5, 0x8001)])
 stream("binary body with every byte value", [("body", bytes(range(256)), 4, 0)])

@@ -83,9 +83,13 @@ pub async fn serve(
     let mut builder = http1::Builder::new();
     builder.timer(TokioTimer::new()).keep_alive(true);
     let graceful = GracefulShutdown::new();
+    // Connection tasks, so that those still open when the grace period
+    // ends can be closed.
+    let mut connections = tokio::task::JoinSet::new();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => {
                 let (stream, remote) = match accepted {
                     Ok(pair) => pair,
@@ -106,7 +110,7 @@ pub async fn serve(
                 let app = app.clone();
                 let service = service_fn(move |req| handle(req, app.clone(), conn.clone()));
                 let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-                tokio::spawn(async move {
+                connections.spawn(async move {
                     if let Err(e) = connection.await {
                         tracing::debug!(%remote, "connection ended: {e}");
                     }
@@ -120,7 +124,11 @@ pub async fn serve(
     tokio::select! {
         _ = graceful.shutdown() => tracing::info!("all connections closed"),
         _ = tokio::time::sleep(app.config.grace_period) => {
-            tracing::warn!("grace period of {:?} over with requests still in flight", app.config.grace_period);
+            tracing::warn!(
+                "grace period of {:?} over with requests still in flight; closing their connections",
+                app.config.grace_period
+            );
+            connections.abort_all();
         }
     }
     Ok(())

@@ -406,6 +406,9 @@ async fn drain(worker: &mut Worker, id: u32) -> Result<(), Error> {
         if frame.kind == Kind::Error {
             log_report(worker.pid(), &frame);
         }
+        if frame.kind == Kind::End && frame.has_flag(flags::DETACHED) {
+            continue;
+        }
         if frame.kind == Kind::End {
             worker.served += 1;
             if frame.has_flag(flags::CLOSE) {
@@ -455,6 +458,8 @@ pub struct Lease {
     /// The request has been written whole.
     sent: bool,
     in_flight: bool,
+    /// The response ended but the request goes on (`flags::DETACHED`).
+    detached: bool,
     broken: bool,
 }
 
@@ -466,6 +471,7 @@ impl Lease {
             request_id,
             sent: false,
             in_flight: true,
+            detached: false,
             broken: false,
         }
     }
@@ -523,7 +529,7 @@ impl Lease {
                 return Err(e);
             }
         };
-        if !self.in_flight || frame.request_id != self.request_id {
+        if !self.in_flight || self.detached || frame.request_id != self.request_id {
             self.broken = true;
             return Err(Error::from(hearth_proto::Error::unexpected(
                 "frame outside the current request",
@@ -531,6 +537,13 @@ impl Lease {
         }
         match frame.kind {
             Kind::Head | Kind::Body => Ok(Some(frame)),
+            Kind::End if frame.has_flag(flags::DETACHED) => {
+                // The response is complete but the request goes on; the
+                // worker stays with this lease (and, once the lease is
+                // dropped, with the task that waits for the final End).
+                self.detached = true;
+                Ok(Some(frame))
+            }
             Kind::End => {
                 self.in_flight = false;
                 let worker = self.worker.as_mut().expect("lease holds a worker");
@@ -569,7 +582,7 @@ impl Drop for Lease {
             worker.shared.fail_queued();
             return;
         }
-        if worker.shared.retire_mode() != Retire::No {
+        if matches!(worker.shared.retire_mode(), Retire::Graceful | Retire::Now) {
             // Exiting by itself (CLOSE); its supervisor replaces it, and
             // the request queued behind goes elsewhere.
             worker.shared.fail_queued();

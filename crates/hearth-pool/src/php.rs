@@ -99,8 +99,8 @@ const CGI_VARIABLES: &[&str] = &[
     "FCGI_WEB_SERVER_ADDRS",
 ];
 
-/// The command that starts one worker. Its socket is attached as stdin by
-/// the caller.
+/// The command that starts one worker. Its channel is attached by the
+/// caller (stdin, and the FIFO path in HEARTH_RESPONSES).
 pub(crate) fn worker_command(config: &PoolConfig, info: &PhpInfo) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(&config.php);
     // The app's boot output is caught by the startup buffer and logged;
@@ -133,6 +133,12 @@ pub(crate) fn worker_command(config: &PoolConfig, info: &PhpInfo) -> tokio::proc
     cmd.arg(&config.script);
     for var in CGI_VARIABLES {
         cmd.env_remove(var);
+    }
+    // Hearth's own variables are set per worker, never inherited.
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("HEARTH_") {
+            cmd.env_remove(name);
+        }
     }
     for (k, v) in &config.env {
         cmd.env(k, v);

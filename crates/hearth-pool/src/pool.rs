@@ -107,7 +107,12 @@ impl Pool {
                 .map(std::path::PathBuf::from)
                 .filter(|d| d.is_dir())
                 .unwrap_or_else(std::env::temp_dir);
-            match tempfile::Builder::new().prefix("hearth-").tempdir_in(&base) {
+            use std::os::unix::fs::PermissionsExt as _;
+            match tempfile::Builder::new()
+                .prefix("hearth-")
+                .permissions(std::fs::Permissions::from_mode(0o700))
+                .tempdir_in(&base)
+            {
                 Ok(dir) => Some(dir),
                 Err(e) => {
                     tracing::warn!("cannot create a directory for worker pipes in {}: {e}; workers use sockets", base.display());
@@ -215,6 +220,9 @@ impl Pool {
     /// Kills every worker (and whatever it started) at once, for a server
     /// that must exit now. Workers are in process groups of their own.
     pub fn kill_all(&self) {
+        if let Some(dir) = &self.shared.fifo_dir {
+            let _ = std::fs::remove_dir_all(dir.path());
+        }
         for slot in &self.shared.slots {
             if let Some(w) = lock(slot).as_ref() {
                 if let Some(pid) = i32::try_from(w.pid)
@@ -239,9 +247,11 @@ impl Pool {
         for worker in dispatch::close(s) {
             dispatch::stop_worker(&worker);
         }
+        // Busy workers get the stop message when their request ends; each
+        // worker's supervisor gives it the stop timeout to be done.
         for slot in &s.slots {
             if let Some(w) = lock(slot).as_ref() {
-                w.retire(Retire::Graceful);
+                w.retire(Retire::Stopping);
             }
         }
         let handles = std::mem::take(&mut *lock(&s.supervisors));

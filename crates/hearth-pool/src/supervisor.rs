@@ -47,7 +47,7 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                 let stopping = shared.stopping.load(Ordering::Acquire);
                 match (&status, ws.retire_mode()) {
                     _ if stopping => tracing::debug!(pid, "worker stopped ({})", describe(&status)),
-                    (_, Retire::Graceful) => tracing::info!(
+                    (_, Retire::Graceful | Retire::Stopping) => tracing::info!(
                         pid,
                         "worker exited ({}); starting a new one",
                         describe(&status)
@@ -166,6 +166,7 @@ async fn boot(shared: &Shared) -> Result<(Worker, Child), Error> {
             ),
         },
         _ = child.wait() => String::new(),
+        _ = shared.stop.notified() => "stopped while booting".to_owned(),
     };
     if failure.is_empty() {
         // The worker exited (or closed its end) before the handshake.
@@ -175,7 +176,7 @@ async fn boot(shared: &Shared) -> Result<(Worker, Child), Error> {
         }
         let output = tail.text();
         return Err(Error::boot(format!(
-            "{} exited ({}) before calling Hearth\\Worker::serve(){}{}",
+            "{} exited ({}) before its ready handshake{}{}",
             config.script.display(),
             describe(&status),
             if output.is_empty() { "" } else { ":\n" },
@@ -207,7 +208,7 @@ async fn watch(
                 let _ = child.start_kill();
                 return child.wait().await;
             }
-            Retire::Graceful => {
+            Retire::Stopping | Retire::Graceful => {
                 if let Ok(status) = tokio::time::timeout(config.stop_timeout, child.wait()).await {
                     return status;
                 }

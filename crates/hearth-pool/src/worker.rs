@@ -22,11 +22,14 @@ use crate::Error;
 pub(crate) enum Retire {
     /// Nothing asked yet.
     No = 0,
+    /// The pool is stopping: the worker gets the stop message once its
+    /// request ends, then the stop timeout, SIGTERM, SIGKILL.
+    Stopping = 1,
     /// The worker was told to stop or is exiting by itself: give it the
     /// stop timeout, then SIGTERM, then SIGKILL.
-    Graceful = 1,
+    Graceful = 2,
     /// The worker is broken (protocol error, abandoned mid-request): SIGKILL.
-    Now = 2,
+    Now = 3,
 }
 
 /// State shared by everyone who deals with one worker process: the
@@ -35,7 +38,7 @@ pub(crate) enum Retire {
 #[derive(Debug)]
 pub(crate) struct WorkerShared {
     pub pid: u32,
-    /// The socket. Reads belong to whoever holds the [`Worker`]; a queued
+    /// The channel. Reads belong to whoever holds the [`Worker`]; a queued
     /// request writes to it while the current one is still being read.
     pub channel: Channel,
     next_request_id: AtomicU32,
@@ -140,7 +143,8 @@ impl WorkerShared {
     pub fn retire_mode(&self) -> Retire {
         match self.retire.load(Ordering::Acquire) {
             0 => Retire::No,
-            1 => Retire::Graceful,
+            1 => Retire::Stopping,
+            2 => Retire::Graceful,
             _ => Retire::Now,
         }
     }
@@ -328,7 +332,7 @@ impl Worker {
                 self.rbuf.reserve(64 * 1024);
             }
             match self.shared.channel.read_buf(&mut self.rbuf).await {
-                Ok(0) => return Err(Error::worker_lost("the worker closed its socket")),
+                Ok(0) => return Err(Error::worker_lost("the worker closed its channel")),
                 Ok(_) => {}
                 Err(e) => return Err(Error::worker_lost(format!("reading from the worker: {e}"))),
             }

@@ -64,6 +64,11 @@ pub mod flags {
     /// arrives in `Body` frames as it is produced. Without it, the whole
     /// body and the `End` frame follow the head at once.
     pub const STREAM: u16 = 0x0002;
+    /// On `End` from a worker: the response is complete, but the worker
+    /// goes on with the request without a client (the app called
+    /// `fastcgi_finish_request()`). A final `End` for the same request
+    /// follows when it is done; until then the worker takes no request.
+    pub const DETACHED: u16 = 0x0004;
 }
 
 /// One decoded frame.

@@ -28,6 +28,8 @@ final class Frame
     public const FLAG_CLOSE = 0x0001;
     /** On HEAD: the body is streamed as the app flushes it. */
     public const FLAG_STREAM = 0x0002;
+    /** On END: the response is complete; the request goes on, a final END follows. */
+    public const FLAG_DETACHED = 0x0004;
 
     public const KIND_NAMES = [
         self::READY => 'ready',

@@ -116,7 +116,7 @@ final class Runtime
                 }
             }
         } catch (ProtocolError $e) {
-            self::log('protocol error on the Hearth socket, exiting: ' . $e->getMessage());
+            self::log('protocol error on the Hearth channel, exiting: ' . $e->getMessage());
         } finally {
             self::$current = null;
             // php-cgi prints the response headers of its one CGI request at
@@ -287,9 +287,14 @@ final class Runtime
         if (!$this->inRequest) {
             return;
         }
-        // After fastcgi_finish_request() the response is already out.
+        $flags |= $this->closeAfter || $this->bufferLost ? Frame::FLAG_CLOSE : 0;
         if (!$this->responseDone) {
-            $this->sendResponse($flags | ($this->closeAfter || $this->bufferLost ? Frame::FLAG_CLOSE : 0));
+            $this->sendResponse($flags);
+        } else {
+            // After fastcgi_finish_request() the response is out; this END
+            // tells Hearth the worker is free again.
+            $this->closeSession();
+            $this->channel->send(Frame::encode(Frame::END, $this->requestId, '', $flags));
         }
         $this->inRequest = false;
         $this->reset();
@@ -304,7 +309,7 @@ final class Runtime
         if (!$this->inRequest || $this->responseDone) {
             return false;
         }
-        $this->sendResponse(0);
+        $this->sendResponse(Frame::FLAG_DETACHED);
         return true;
     }
 
@@ -319,9 +324,11 @@ final class Runtime
                 break;
             }
         }
-        if (session_status() === PHP_SESSION_ACTIVE) {
-            $this->sessionsUsed = true;
-            session_write_close();
+        if (!($flags & Frame::FLAG_DETACHED)) {
+            // The session is written before the response leaves, so the
+            // client's next request sees it. (A detached request may still
+            // change it: it is written when the request ends.)
+            $this->closeSession();
         }
         $body = $this->bufferLost ? '' : (string) ob_get_contents();
         if ($body !== '') {
@@ -335,6 +342,14 @@ final class Runtime
         $this->responseDone = true;
         $this->headSent = true;
         $this->channel->send($out);
+    }
+
+    private function closeSession(): void
+    {
+        if (session_status() === PHP_SESSION_ACTIVE) {
+            $this->sessionsUsed = true;
+            session_write_close();
+        }
     }
 
     /** BODY frames carrying $body, none larger than FRAME_BODY. */
@@ -524,20 +539,6 @@ final class Runtime
     {
         $failure['method'] = $this->method;
         $failure['uri'] = $this->uri;
-        if ($this->responseDone) {
-            // After fastcgi_finish_request() the request's frames are over;
-            // a report now would land in the next request's.
-            self::log(sprintf(
-                'after the response was sent: %s: %s in %s:%d (%s %s)',
-                $failure['class'],
-                $failure['message'],
-                $failure['file'],
-                $failure['line'],
-                $this->method,
-                $this->uri,
-            ));
-            return;
-        }
         try {
             $this->channel->send(Frame::encode(Frame::ERROR, $this->requestId, Frame::fields($failure)));
         } catch (\Throwable) {
@@ -561,9 +562,10 @@ final class Runtime
             $this->closeAfter = true;
         }
         $this->resetHeaders();
-        if ($this->timeLimit > 0 && (int) ini_get('max_execution_time') !== $this->timeLimit) {
-            // The app changed its own limit: the next request renews it.
-            $this->timeLimitSetAt = 0.0;
+        if ((int) ini_get('max_execution_time') !== $this->timeLimit) {
+            // The app changed its own limit (set_time_limit()); put it back.
+            set_time_limit($this->timeLimit);
+            $this->timeLimitSetAt = hrtime(true) / 1e9;
         }
         if (InputStream::isInstalled()) {
             InputStream::uninstall();
