@@ -888,6 +888,29 @@ fn exit_or_a_fatal_error_after_fastcgi_finish_request_harms_no_one() {
         }
     }
     server.wait_for_log("fatal after the response was sent", Duration::from_secs(5));
+    let log = server.log();
+    assert!(
+        !log.contains("worker killed"),
+        "exiting workers are let go, not killed:\n{log}"
+    );
+}
+
+#[test]
+fn a_buffer_the_app_cannot_remove_ends_the_worker() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let pid = server.get("/pid").json()["pid"].clone();
+    let r = server.get("/sticky-buffer");
+    assert_eq!(r.text(), "in a sticky buffer");
+    let next = eventually(Duration::from_secs(10), "a new worker", || {
+        let r = server.get("/pid");
+        (r.status == 200).then(|| r.json()["pid"].clone())
+    });
+    assert_ne!(next, pid);
+    assert!(
+        !server.log().contains("sending SIGTERM"),
+        "it left by itself:\n{}",
+        server.log()
+    );
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! whose caches are warm), or waits in a FIFO line, bounded by the queue
 //! timeout. A worker that has just started a request while others wait
 //! offers one place behind it to the first of them: that request is
-//! written to the worker's socket at once, and the worker starts it the
+//! written to the worker's channel at once, and the worker starts it the
 //! moment it writes the previous response, instead of sleeping until
 //! Hearth has read that response and sent another. The worker still runs
 //! one request at a time.
@@ -28,7 +28,7 @@ use crate::worker::{Handover, Queued, Retire, Worker, WorkerShared, WRITE_PENDIN
 use crate::Error;
 
 /// Requests larger than this are never queued behind another: their bytes
-/// could fill the socket of a worker that is not reading yet.
+/// could fill the channel of a worker that is not reading yet.
 pub(crate) const QUEUE_MAX_BYTES: usize = 64 * 1024;
 
 /// Idle workers older than this are checked before being handed a request.
@@ -382,13 +382,17 @@ async fn finish_abandoned(pool: Arc<Shared>, mut worker: Worker, id: u32) {
     match drain(&mut worker, id).await {
         Ok(()) => release(&pool, worker),
         Err(e) => {
-            if !e.is_worker_lost() {
-                tracing::warn!(
-                    pid = worker.pid(),
-                    "abandoned response could not be drained: {e}"
-                );
+            // A worker exiting by itself (CLOSE) keeps its stop timeout;
+            // anything else is broken and goes at once.
+            if worker.shared.retire_mode() != Retire::Graceful {
+                if !e.is_worker_lost() {
+                    tracing::warn!(
+                        pid = worker.pid(),
+                        "abandoned response could not be drained: {e}"
+                    );
+                }
+                worker.shared.retire(Retire::Now);
             }
-            worker.shared.retire(Retire::Now);
             worker.shared.fail_queued();
         }
     }

@@ -20,7 +20,7 @@ enum Kind {
     /// No worker could take the request: none became free in time, none can
     /// boot, or the pool is stopping.
     Unavailable(String),
-    /// The worker exited or closed its socket while it had the request.
+    /// The worker exited or closed its channel while it had the request.
     WorkerLost(String),
     /// The worker sent bytes that are not the protocol.
     Protocol(hearth_proto::Error),

@@ -140,6 +140,15 @@ async fn boot(shared: &Shared) -> Result<(Worker, Child), Error> {
         forwarders,
     } = process::spawn(config, &shared.php, fifo.as_deref())?;
     let mut worker = Worker::new(WorkerShared::new(pid, channel), config.max_payload);
+    // Registered before the check, so a stop between the two is not missed.
+    let stop = shared.stop.notified();
+    tokio::pin!(stop);
+    stop.as_mut().enable();
+    if shared.stopping.load(Ordering::Acquire) {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        return Err(Error::boot("stopped while booting"));
+    }
     let handshake = tokio::time::timeout(config.boot_timeout, worker.read_frame());
     let failure = tokio::select! {
         result = handshake => match result {
@@ -166,7 +175,7 @@ async fn boot(shared: &Shared) -> Result<(Worker, Child), Error> {
             ),
         },
         _ = child.wait() => String::new(),
-        _ = shared.stop.notified() => "stopped while booting".to_owned(),
+        _ = &mut stop => "stopped while booting".to_owned(),
     };
     if failure.is_empty() {
         // The worker exited (or closed its end) before the handshake.

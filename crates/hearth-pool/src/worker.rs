@@ -1,4 +1,4 @@
-//! One worker process as the pool sees it: its socket and its bookkeeping.
+//! One worker process as the pool sees it: its channel and its bookkeeping.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -79,7 +79,7 @@ pub(crate) const WRITE_STARTED: u8 = 1;
 /// What a queued request learns when the request ahead of it ends.
 #[derive(Debug)]
 pub(crate) enum Handover {
-    /// The worker is yours; your request is next in its socket.
+    /// The worker is yours; your request is next in its channel.
     Worker(Worker),
     /// The worker failed or exited before reaching your request, which
     /// therefore never started: dispatch it again.
@@ -361,7 +361,7 @@ impl Worker {
     }
 
     /// Sends a frame without waiting; for the stop message, which fits in
-    /// an empty socket buffer. Returns whether it was written whole.
+    /// an empty channel buffer. Returns whether it was written whole.
     pub fn try_send(&self, frame: &[u8]) -> bool {
         matches!(self.shared.channel.try_write(frame), Ok(n) if n == frame.len())
     }

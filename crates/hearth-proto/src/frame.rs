@@ -54,10 +54,11 @@ impl Kind {
     }
 }
 
-/// Flag bits. Bits a receiver does not know are ignored, so a later version
-/// can add hints without breaking older peers.
+/// Flag bits, all part of protocol version 1. Bits a receiver does not
+/// know are ignored; a later flag that changes the conversation (as
+/// `DETACHED` does) comes with a new version.
 pub mod flags {
-    /// On `End` from a worker: this worker exits after this response (the
+    /// On `End` from a worker: this worker exits after this request (the
     /// script called `exit`, hit a fatal error, or asked to be replaced).
     pub const CLOSE: u16 = 0x0001;
     /// On `Head`: the app flushed output before finishing, so the body

@@ -45,7 +45,7 @@ pub struct ServeArgs {
     /// On SIGTERM/SIGINT, how long in-flight requests have to finish [default: 30s]
     #[arg(long, value_name = "DURATION")]
     grace_period: Option<Seconds>,
-    /// After the stop message, how long workers have to exit before SIGTERM [default: 10s]
+    /// On stop, how long workers have to finish and exit before SIGTERM [default: 10s]
     #[arg(long, value_name = "DURATION")]
     stop_timeout: Option<Seconds>,
     /// Extra php.ini setting for workers (repeatable)

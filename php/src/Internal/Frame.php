@@ -24,7 +24,7 @@ final class Frame
     public const STOP = 7;
     public const FORM = 8;
 
-    /** On END from a worker: this worker exits after the response. */
+    /** On END from a worker: this worker exits after the request. */
     public const FLAG_CLOSE = 0x0001;
     /** On HEAD: the body is streamed as the app flushes it. */
     public const FLAG_STREAM = 0x0002;

@@ -320,7 +320,11 @@ final class Runtime
         while (ob_get_level() > $this->baseLevel) {
             $status = ob_get_status();
             if (!(($status['flags'] ?? 0) & PHP_OUTPUT_HANDLER_REMOVABLE) || !ob_end_flush()) {
-                $flags |= Frame::FLAG_CLOSE;
+                // A buffer that stays would leak into the next request.
+                $this->closeAfter = true;
+                if (!($flags & Frame::FLAG_DETACHED)) {
+                    $flags |= Frame::FLAG_CLOSE;
+                }
                 break;
             }
         }
