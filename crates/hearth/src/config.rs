@@ -146,6 +146,14 @@ impl FileConfig {
         if s.max_body_size.is_some_and(|m| m.0 == 0) {
             return bad("max_body_size", "must be more than 0");
         }
+        for name in s.env.keys() {
+            if name.starts_with("HEARTH_") {
+                return bad(
+                    "env",
+                    &format!("{name}: HEARTH_ variables are set by Hearth itself"),
+                );
+            }
+        }
         for name in s.ini.keys() {
             if name.is_empty() || name.contains('=') || name.contains(char::is_whitespace) {
                 return bad("ini", &format!("{name:?} is not a php.ini setting name"));
@@ -304,6 +312,10 @@ mod tests {
             ("[serve]\nlisten = \"localhost\"\n", "serve.listen"),
             ("[serve]\nwokers = 2\n", "wokers"),
             ("[serve]\n[serve.ini]\n\"bad name\" = \"1\"\n", "serve.ini"),
+            (
+                "[serve]\n[serve.env]\nHEARTH_RESPONSES = \"/x\"\n",
+                "serve.env",
+            ),
         ];
         for (text, field) in cases {
             let err = parse(text).unwrap_err().to_string();
