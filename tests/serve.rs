@@ -364,10 +364,7 @@ fn exit_sends_what_was_produced_and_the_worker_is_replaced() {
     assert_eq!(r.status, 202);
     assert_eq!(r.header("x-before-exit"), Some("yes"));
     assert_eq!(r.text(), "before exit;exit message");
-    let after = eventually(Duration::from_secs(10), "a new worker", || {
-        let r = server.get("/pid");
-        (r.status == 200).then(|| r.json()["pid"].clone())
-    });
+    let after = server.serving_pid();
     assert_ne!(after, before, "exit ends the worker; a new one took over");
 }
 
@@ -408,10 +405,7 @@ fn fatal_errors_give_500_and_the_worker_is_replaced() {
         "the output before the fatal error is sent, as under php-fpm"
     );
     server.wait_for_log("a fatal error on purpose", Duration::from_secs(5));
-    let next = eventually(Duration::from_secs(10), "a new worker", || {
-        let r = server.get("/pid");
-        (r.status == 200).then(|| r.json()["pid"].clone())
-    });
+    let next = server.serving_pid();
     assert_ne!(next, pid);
 
     // Out of memory, PHP drops the buffered output itself (php-fpm sends
@@ -420,10 +414,7 @@ fn fatal_errors_give_500_and_the_worker_is_replaced() {
     assert_eq!(r.status, 500);
     assert_eq!(r.text(), "");
     server.wait_for_log("Allowed memory size", Duration::from_secs(5));
-    let last = eventually(Duration::from_secs(10), "a new worker", || {
-        let r = server.get("/pid");
-        (r.status == 200).then(|| r.json()["pid"].clone())
-    });
+    let last = server.serving_pid();
     assert_ne!(last, next);
 }
 
@@ -689,10 +680,7 @@ fn max_execution_time_applies_to_each_request() {
         "Maximum execution time of 1 second exceeded",
         Duration::from_secs(5),
     );
-    let next = eventually(Duration::from_secs(10), "a new worker", || {
-        let r = server.get("/pid");
-        (r.status == 200).then(|| r.json()["pid"].clone())
-    });
+    let next = server.serving_pid();
     assert_ne!(next, pid);
 }
 
@@ -901,10 +889,7 @@ fn a_buffer_the_app_cannot_remove_ends_the_worker() {
     let pid = server.get("/pid").json()["pid"].clone();
     let r = server.get("/sticky-buffer");
     assert_eq!(r.text(), "in a sticky buffer");
-    let next = eventually(Duration::from_secs(10), "a new worker", || {
-        let r = server.get("/pid");
-        (r.status == 200).then(|| r.json()["pid"].clone())
-    });
+    let next = server.serving_pid();
     assert_ne!(next, pid);
     assert!(
         !server.log().contains("sending SIGTERM"),

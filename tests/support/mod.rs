@@ -183,6 +183,15 @@ impl Server {
         );
     }
 
+    /// The pid of the worker that answers /pid (of tests/fixtures/app.php),
+    /// once one answers: after a worker exits, its replacement's.
+    pub fn serving_pid(&self) -> serde_json::Value {
+        eventually(Duration::from_secs(10), "a worker to answer /pid", || {
+            let r = self.get("/pid");
+            (r.status == 200).then(|| r.json()["pid"].clone())
+        })
+    }
+
     pub fn get(&self, path: &str) -> Response {
         request(
             self.addr,
