@@ -423,15 +423,7 @@ fn flushed_output_is_streamed_before_the_handler_finishes() {
     let server = app();
     let dir = support::tempdir();
     let go = dir.path().join("go");
-    let mut conn = Connection::open(server.addr);
-    conn.send(
-        format!(
-            "GET /stream?go={} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-            go.display()
-        )
-        .as_bytes(),
-    );
-    let head = conn.read_head();
+    let (mut conn, head) = start_stream(&server, &go);
     assert_eq!(head.status, 200);
     assert_eq!(head.header("x-streamed"), Some("yes"));
     assert_eq!(head.header("transfer-encoding"), Some("chunked"));
@@ -621,15 +613,7 @@ fn sigterm_lets_in_flight_requests_finish_then_exits_0() {
     let mut server = app();
     let dir = support::tempdir();
     let go = dir.path().join("go");
-    let mut conn = Connection::open(server.addr);
-    conn.send(
-        format!(
-            "GET /stream?go={} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-            go.display()
-        )
-        .as_bytes(),
-    );
-    let head = conn.read_head();
+    let (mut conn, head) = start_stream(&server, &go);
     assert_eq!(head.status, 200);
     assert_eq!(conn.read_chunk().expect("first chunk"), b"first chunk\n");
     server.signal("TERM");
@@ -641,6 +625,22 @@ fn sigterm_lets_in_flight_requests_finish_then_exits_0() {
     }
     assert_eq!(rest, b"second chunk\n", "the in-flight request completed");
     assert_eq!(server.wait_exit(Duration::from_secs(20)), Some(0));
+}
+
+/// Starts GET /stream, whose handler sends a first chunk and then waits
+/// for the file `go` before sending the rest; returns the connection and
+/// the response head.
+fn start_stream(server: &Server, go: &std::path::Path) -> (Connection, support::Response) {
+    let mut conn = Connection::open(server.addr);
+    conn.send(
+        format!(
+            "GET /stream?go={} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            go.display()
+        )
+        .as_bytes(),
+    );
+    let head = conn.read_head();
+    (conn, head)
 }
 
 fn b64(v: &serde_json::Value) -> Vec<u8> {
