@@ -126,6 +126,18 @@ impl Both {
         (req.send(self.fpm.addr), req.send(self.hearth.addr))
     }
 
+    /// GET `path` on both: php-fpm answers `status` (so a match is not two
+    /// equal failures), and Hearth answers the same.
+    fn expect(&self, path: &str, status: u16) {
+        let (f, h) = self.send(&Req::new("GET", path));
+        assert_eq!(
+            f.status, status,
+            "php-fpm answered {path} with {}",
+            f.status
+        );
+        same(path, &f, &h);
+    }
+
     fn raw(&self, bytes: &[u8]) -> (Response, Response) {
         (
             request(self.fpm.addr, bytes),
@@ -243,13 +255,7 @@ fn query_strings_cookies_and_headers_match() {
         ("/nope/deeper?q=1", 404),
     ];
     for (path, status) in cases {
-        let (f, h) = both.send(&Req::new("GET", path));
-        assert_eq!(
-            f.status, status,
-            "php-fpm answered {path} with {}",
-            f.status
-        );
-        same(path, &f, &h);
+        both.expect(path, status);
     }
     let (f, h) = both.send(&Req::new("HEAD", "/index"));
     assert_eq!(f.status, 200);
@@ -363,13 +369,7 @@ fn sessions_match() {
 fn exit_and_errors_match() {
     let both = Both::start();
     for (path, status) in [("/exit", 200), ("/exception", 500), ("/user-error", 500)] {
-        let (f, h) = both.send(&Req::new("GET", path));
-        assert_eq!(
-            f.status, status,
-            "php-fpm answered {path} with {}",
-            f.status
-        );
-        same(path, &f, &h);
+        both.expect(path, status);
     }
 }
 

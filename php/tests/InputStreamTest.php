@@ -148,18 +148,9 @@ final class InputStreamTest extends TestCase
     public function testAnUnknownFilterWarns(): void
     {
         InputStream::install('body');
-        $warnings = [];
-        set_error_handler(static function (int $type, string $message) use (&$warnings): bool {
-            if (error_reporting() & $type) {
-                $warnings[] = $message;
-            }
-            return true;
-        });
-        try {
-            $result = file_get_contents('php://filter/read=no.such.filter/resource=php://input');
-        } finally {
-            restore_error_handler();
-        }
+        [$result, $warnings] = self::withWarnings(
+            static fn () => file_get_contents('php://filter/read=no.such.filter/resource=php://input'),
+        );
         self::assertSame('body', $result);
         self::assertSame(['Unable to create filter (no.such.filter)'], $warnings);
     }
@@ -167,18 +158,7 @@ final class InputStreamTest extends TestCase
     public function testAnUnknownPhpUrlFailsToOpen(): void
     {
         InputStream::install('body');
-        $warnings = [];
-        set_error_handler(static function (int $type, string $message) use (&$warnings): bool {
-            if (error_reporting() & $type) {
-                $warnings[] = $message;
-            }
-            return true;
-        });
-        try {
-            $h = fopen('php://no-such-stream', 'r');
-        } finally {
-            restore_error_handler();
-        }
+        [$h, $warnings] = self::withWarnings(static fn () => fopen('php://no-such-stream', 'r'));
         self::assertFalse($h);
         self::assertNotSame([], $warnings);
         self::assertTrue(InputStream::isInstalled(), 'the wrapper is registered again after the failed open');
@@ -198,5 +178,26 @@ final class InputStreamTest extends TestCase
         fclose($h);
         InputStream::uninstall();
         self::assertSame('', file_get_contents('php://input'));
+    }
+
+    /**
+     * Runs $call, collecting the warnings it raises instead of failing on them.
+     *
+     * @return array{0: mixed, 1: list<string>} the result and the warning messages
+     */
+    private static function withWarnings(callable $call): array
+    {
+        $warnings = [];
+        set_error_handler(static function (int $type, string $message) use (&$warnings): bool {
+            if (error_reporting() & $type) {
+                $warnings[] = $message;
+            }
+            return true;
+        });
+        try {
+            return [$call(), $warnings];
+        } finally {
+            restore_error_handler();
+        }
     }
 }
