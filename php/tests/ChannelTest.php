@@ -203,7 +203,7 @@ final class ChannelTest extends TestCase
         yield 'HEAD sent to a worker' => [Frame::encode(Frame::HEAD, 1, "\x00\xc8"), ProtocolError::UNEXPECTED];
         yield 'READY sent to a worker' => [Frame::encode(Frame::READY, 0, ''), ProtocolError::UNEXPECTED];
         yield 'ERROR sent to a worker' => [$request . Frame::encode(Frame::ERROR, 1, ''), ProtocolError::UNEXPECTED];
-        yield 'unknown kind 9' => [pack('CCnNN', Frame::VERSION, 9, 0, 1, 0), ProtocolError::UNKNOWN_KIND];
+        yield 'unknown kind 11' => [pack('CCnNN', Frame::VERSION, 11, 0, 1, 0), ProtocolError::UNKNOWN_KIND];
         yield 'unknown kind 0' => [pack('CCnNN', Frame::VERSION, 0, 0, 1, 0), ProtocolError::UNKNOWN_KIND];
     }
 

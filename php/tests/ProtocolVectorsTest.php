@@ -27,6 +27,8 @@ final class ProtocolVectorsTest extends TestCase
         'error' => 6,
         'stop' => 7,
         'form' => 8,
+        'call' => 9,
+        'result' => 10,
     ];
 
     private const ERRORS = [

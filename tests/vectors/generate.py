@@ -11,7 +11,7 @@ import struct
 from pathlib import Path
 
 VERSION = 1
-KINDS = {"ready": 1, "request": 2, "body": 3, "end": 4, "head": 5, "error": 6, "stop": 7, "form": 8}
+KINDS = {"ready": 1, "request": 2, "body": 3, "end": 4, "head": 5, "error": 6, "stop": 7, "form": 8, "call": 9, "result": 10}
 CLOSE, STREAM, DETACHED = 0x0001, 0x0002, 0x0004
 
 
@@ -80,6 +80,9 @@ stream("response sent early, request goes on (fastcgi_finish_request)",
        [("head", struct.pack(">H", 200), 10, 0), ("body", b"done", 10, 0), ("end", b"", 10, DETACHED),
         ("end", b"", 10, 0)])
 stream("stop", [("stop", b"", 0, 0)])
+stream("a job: call, then its result; the worker exits after it",
+       [("call", fields([("function", b"App\\add"), ("args", b"[1,2]")]), 3, 0),
+        ("result", fields([("json", b'{"status":0,"result":3}'), ("output", b"")]), 3, CLOSE)])
 stream("unknown flag bits are kept", [("end", b"", 5, 0x8001)])
 stream("binary body with every byte value", [("body", bytes(range(256)), 4, 0)])
 
@@ -87,7 +90,7 @@ errors = [
     {"name": "version 2", "hex": frame("end", version=2).hex(), "error": "version"},
     {"name": "version 0", "hex": frame("body", b"x", version=0).hex(), "error": "version"},
     {"name": "unknown kind 0", "hex": frame("end", kind_byte=0).hex(), "error": "unknown_kind"},
-    {"name": "unknown kind 9", "hex": frame("end", kind_byte=9).hex(), "error": "unknown_kind"},
+    {"name": "unknown kind 11", "hex": frame("end", kind_byte=11).hex(), "error": "unknown_kind"},
     {"name": "payload over the limit (header only)",
      "hex": struct.pack(">BBHII", VERSION, KINDS["body"], 0, 1, 1025).hex(), "error": "too_large"},
     {"name": "payload of 4 GiB - 1 (header only)",

@@ -413,7 +413,7 @@ async fn drain(worker: &mut Worker, id: u32) -> Result<(), Error> {
         if frame.kind == Kind::End && frame.has_flag(flags::DETACHED) {
             continue;
         }
-        if frame.kind == Kind::End {
+        if matches!(frame.kind, Kind::End | Kind::Result) {
             worker.served += 1;
             if frame.has_flag(flags::CLOSE) {
                 worker.shared.retire(Retire::Graceful);
@@ -548,7 +548,7 @@ impl Lease {
                 self.detached = true;
                 Ok(Some(frame))
             }
-            Kind::End => {
+            Kind::End | Kind::Result => {
                 self.in_flight = false;
                 let worker = self.worker.as_mut().expect("lease holds a worker");
                 worker.served += 1;
@@ -573,6 +573,28 @@ impl Lease {
     /// Marks the worker as unusable: it is killed when the lease is dropped.
     pub fn poison(&mut self) {
         self.broken = true;
+    }
+
+    /// Asks the worker's process to stop with `signal` (a request that ran
+    /// past its time limit). Its supervisor replaces it once it exits.
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        if let Some(pid) = i32::try_from(self.pid())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            if !self.link().is_dead() {
+                let _ = rustix::process::kill_process(pid, signal);
+            }
+        }
+    }
+
+    /// How the worker's process ended, after [`Lease::next`] failed because
+    /// the worker went away: waits up to `within` for it to be reaped.
+    pub async fn exit_status(
+        &self,
+        within: std::time::Duration,
+    ) -> Option<std::process::ExitStatus> {
+        self.link().exit_status(within).await
     }
 }
 

@@ -182,6 +182,11 @@ impl Pool {
         }
     }
 
+    /// Why the last worker that failed to boot failed.
+    pub fn boot_error(&self) -> Option<String> {
+        lock(&self.shared.last_boot_error).clone()
+    }
+
     pub fn status(&self) -> PoolStatus {
         let s = &self.shared;
         let live = s

@@ -40,7 +40,7 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                 shared.ready_notify.notify_waiters();
 
                 let status = watch(child, &ws, &shared.config).await;
-                ws.mark_dead();
+                ws.set_exit(status.as_ref().ok().copied());
                 ws.fail_queued();
                 *lock(&shared.slots[slot]) = None;
                 shared.ready_notify.notify_waiters();

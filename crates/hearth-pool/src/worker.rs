@@ -48,6 +48,9 @@ pub(crate) struct WorkerShared {
     pub link: Mutex<Link>,
     /// Set by the supervisor once the process has exited.
     dead: AtomicBool,
+    /// How the process ended, once the supervisor has reaped it.
+    exit: Mutex<Option<std::process::ExitStatus>>,
+    exited: Notify,
     retire: AtomicU8,
     retire_notify: Notify,
 }
@@ -94,6 +97,8 @@ impl WorkerShared {
             next_request_id: AtomicU32::new(0),
             link: Mutex::new(Link::default()),
             dead: AtomicBool::new(false),
+            exit: Mutex::new(None),
+            exited: Notify::new(),
             retire: AtomicU8::new(Retire::No as u8),
             retire_notify: Notify::new(),
         })
@@ -130,8 +135,34 @@ impl WorkerShared {
         self.dead.load(Ordering::Acquire)
     }
 
-    pub fn mark_dead(&self) {
+    fn mark_dead(&self) {
         self.dead.store(true, Ordering::Release);
+    }
+
+    /// Records how the process ended (the supervisor, after reaping it).
+    pub fn set_exit(&self, status: Option<std::process::ExitStatus>) {
+        *self.exit.lock().unwrap_or_else(|e| e.into_inner()) = status;
+        self.mark_dead();
+        self.exited.notify_waiters();
+    }
+
+    /// How the process ended: waits up to `within` for its supervisor to
+    /// reap it. `None` if it has not exited by then (or the status is
+    /// unknown).
+    pub async fn exit_status(
+        &self,
+        within: std::time::Duration,
+    ) -> Option<std::process::ExitStatus> {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let notified = self.exited.notified();
+            if self.is_dead() {
+                return *self.exit.lock().unwrap_or_else(|e| e.into_inner());
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return None;
+            }
+        }
     }
 
     /// Asks the supervisor to end this worker. A stronger request wins.

@@ -35,6 +35,15 @@ pub enum Kind {
     /// spooled uploads, as a PHP `serialize()`d list. A large list is split
     /// over several `Form` frames, to be joined in order.
     Form = 8,
+    /// Hearth to a job worker (`hearth run --php-bootstrap`): call a PHP
+    /// function. A field list with `function` (a callable string) and
+    /// `args` (a JSON array or object of arguments).
+    Call = 9,
+    /// Job worker to Hearth: the outcome of a `Call`, ending it. A field
+    /// list with `json` (a JSON object: `status` 0 and `result`, or `status`
+    /// 1 and `error`) and `output` (what the job printed). `CLOSE` when the
+    /// worker exits after it.
+    Result = 10,
 }
 
 impl Kind {
@@ -49,6 +58,8 @@ impl Kind {
             6 => Kind::Error,
             7 => Kind::Stop,
             8 => Kind::Form,
+            9 => Kind::Call,
+            10 => Kind::Result,
             _ => return None,
         })
     }

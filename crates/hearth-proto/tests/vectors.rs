@@ -35,6 +35,8 @@ fn kind(name: &str) -> Kind {
         "error" => Kind::Error,
         "stop" => Kind::Stop,
         "form" => Kind::Form,
+        "call" => Kind::Call,
+        "result" => Kind::Result,
         other => panic!("unknown kind {other} in vectors"),
     }
 }

@@ -1,7 +1,18 @@
 //! `hearth`: run PHP apps in warm workers.
 
+/// Writes a line to stderr, ignoring failure (`eprintln!` panics when
+/// stderr is closed, and a runner must finish its tasks regardless).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+pub(crate) use say;
+
 mod assets;
 mod config;
+mod run;
 mod serve;
 
 use std::path::PathBuf;
@@ -17,9 +28,10 @@ use clap::{Parser, Subcommand};
     propagate_version = true
 )]
 struct Cli {
-    /// Log level: error, warn, info, debug or trace (or RUST_LOG syntax).
-    #[arg(long, global = true, env = "HEARTH_LOG", default_value = "info")]
-    log_level: String,
+    /// Log level: error, warn, info, debug or trace (or RUST_LOG syntax)
+    /// [default: info for serve, warn for run]
+    #[arg(long, global = true, env = "HEARTH_LOG")]
+    log_level: Option<String>,
 
     #[command(subcommand)]
     command: Command,
@@ -29,14 +41,29 @@ struct Cli {
 enum Command {
     /// Serve HTTP from warm PHP workers running SCRIPT (the built-in demo if none).
     Serve(Box<serve::ServeArgs>),
+    /// Run tasks in parallel: shell commands, or PHP jobs in warm PHP workers.
+    Run(Box<run::RunArgs>),
     /// Print the directory of the PHP library built into this binary.
     PhpLib,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.log_level);
+    let default_level = match cli.command {
+        Command::Run(_) => "warn",
+        _ => "info",
+    };
+    init_logging(cli.log_level.as_deref().unwrap_or(default_level));
     let result = match cli.command {
+        Command::Run(args) => {
+            return match run::run(*args) {
+                Ok(code) => ExitCode::from(code),
+                Err(e) => {
+                    crate::say!("hearth run: {e:#}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Serve(args) => serve::run(*args),
         Command::PhpLib => assets::extract()
             .map(|dir: PathBuf| println!("{}", dir.join("php").display()))
@@ -45,7 +72,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("hearth: {e:#}");
+            crate::say!("hearth: {e:#}");
             ExitCode::FAILURE
         }
     }
@@ -61,6 +88,8 @@ fn init_logging(level: &str) {
         .with_env_filter(filter)
         .with_ansi(ansi)
         .with_writer(std::io::stderr)
+        // A closed stderr must not end the process (see `say!`).
+        .log_internal_errors(false)
         .with_target(false)
         .compact()
         .init();

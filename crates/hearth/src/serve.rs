@@ -62,7 +62,7 @@ pub struct ServeArgs {
     no_pipelining: bool,
 }
 
-fn parse_ini(s: &str) -> Result<(String, String), String> {
+pub(crate) fn parse_ini(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((name, value)) if !name.trim().is_empty() => {
             Ok((name.trim().to_owned(), value.to_owned()))

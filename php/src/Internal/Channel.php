@@ -83,7 +83,8 @@ final class Channel
 
     /**
      * Blocks until the next request has arrived whole: its REQUEST frame,
-     * any BODY or FORM frames, and the END frame that closes them.
+     * any BODY or FORM frames, and the END frame that closes them; or a
+     * job's CALL frame, which comes alone.
      *
      * Returns null when Hearth asks the worker to stop or has gone away.
      *
@@ -133,6 +134,12 @@ final class Channel
                         }
                         $this->buffer = $at === $available ? '' : substr($buffer, $at);
                         return new Request($id, $server, $body, $form);
+                    case Frame::CALL:
+                        if ($id !== -1) {
+                            throw ProtocolError::unexpected(Frame::CALL, 'before the previous request ended');
+                        }
+                        $this->buffer = $at === $available ? '' : substr($buffer, $at);
+                        return new Request($h['i'], $payload, '', null, true);
                     case Frame::STOP:
                         $this->buffer = '';
                         return null;

@@ -23,6 +23,8 @@ final class Frame
     public const ERROR = 6;
     public const STOP = 7;
     public const FORM = 8;
+    public const CALL = 9;
+    public const RESULT = 10;
 
     /** On END from a worker: this worker exits after the request. */
     public const FLAG_CLOSE = 0x0001;
@@ -40,6 +42,8 @@ final class Frame
         self::ERROR => 'error',
         self::STOP => 'stop',
         self::FORM => 'form',
+        self::CALL => 'call',
+        self::RESULT => 'result',
     ];
 
     public static function encode(int $kind, int $requestId, string $payload, int $flags = 0): string

@@ -15,12 +15,14 @@ final class Request
      * @param string      $server serialized $_SERVER of the request
      * @param string      $body   the raw body (empty for multipart forms)
      * @param string|null $form   serialized fields and uploads of a multipart form
+     * @param bool        $call   a job (a CALL frame, $server holds its fields), not an HTTP request
      */
     public function __construct(
         public readonly int $id,
         public readonly string $server,
         public readonly string $body,
         public readonly ?string $form,
+        public readonly bool $call = false,
     ) {
     }
 }

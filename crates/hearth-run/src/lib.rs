@@ -1,0 +1,17 @@
+//! `hearth run`: many shell tasks, or many calls of a PHP function in warm
+//! PHP workers, run in parallel from one small process.
+//!
+//! Tasks come in as JSON Lines ([`task`]), each runs as a process of its
+//! own ([`exec`]) or as a call in a pooled PHP worker ([`jobs`]), and each
+//! finished task becomes one JSON result line ([`output`]) and, if asked,
+//! one line of a GNU-parallel-style job log ([`joblog`]). [`runner`] ties
+//! them together: concurrency, retries, halting, ordering, signals.
+
+pub mod exec;
+pub mod joblog;
+pub mod jobs;
+pub mod output;
+pub mod runner;
+pub mod task;
+
+pub use runner::{run, Halt, HaltMode, Input, InputFormat, Resume, RunConfig, Summary};

@@ -1,0 +1,328 @@
+//! Result lines: one JSON object per finished task (see
+//! `docs/task-runner.md` for the fields).
+//!
+//! Lines are written field by field into a reused `String` rather than
+//! built as a `serde_json::Value`: the `id` and a PHP job's `result` are
+//! already JSON text and go in as they are, and a million results should
+//! not cost a million maps.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use base64::Engine as _;
+
+/// Output read from a task's stdout or stderr: what was kept, and how much
+/// there was.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Captured {
+    pub bytes: Vec<u8>,
+    /// Everything the task wrote, kept or not.
+    pub total: u64,
+}
+
+impl Captured {
+    pub fn truncated(&self) -> bool {
+        self.total > self.bytes.len() as u64
+    }
+}
+
+/// How one attempt at a task ended.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Exit status; `None` when killed by a signal or never started.
+    pub status: Option<i32>,
+    /// The signal that ended it.
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub stdout: Captured,
+    /// `None` for PHP jobs, whose errors are values (`error`).
+    pub stderr: Option<Captured>,
+    /// Why the task did not start or, for a PHP job, its error as JSON.
+    pub error: Option<ErrorValue>,
+    /// A PHP job's return value, as JSON text.
+    pub result: Option<String>,
+    /// The pid of the PHP worker that ran the job.
+    pub worker: Option<u32>,
+    pub duration: Duration,
+    /// Seconds since the Unix epoch when the attempt started.
+    pub started: f64,
+    /// Stopped by the runner itself (`--halt now`, a second Ctrl-C): not a
+    /// result of the task's own.
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorValue {
+    /// A message, written as a JSON string.
+    Message(String),
+    /// A JSON object, written as it is.
+    Json(String),
+}
+
+impl Outcome {
+    pub fn succeeded(&self) -> bool {
+        self.status == Some(0) && self.error.is_none()
+    }
+
+    /// An attempt that never started.
+    pub fn not_started(why: String, started: f64) -> Outcome {
+        Outcome {
+            error: Some(ErrorValue::Message(why)),
+            stderr: Some(Captured::default()),
+            started,
+            ..Outcome::default()
+        }
+    }
+}
+
+/// Appends a task's result line (with its newline) to `out`.
+pub fn write_result(
+    out: &mut String,
+    id: &str,
+    seq: u64,
+    outcome: &Outcome,
+    attempts: u32,
+    max_output: usize,
+) {
+    out.push_str("{\"id\":");
+    out.push_str(id);
+    let _ = write!(out, ",\"seq\":{seq},\"status\":");
+    match outcome.status {
+        Some(code) => {
+            let _ = write!(out, "{code}");
+        }
+        None => out.push_str("null"),
+    }
+    out.push_str(",\"signal\":");
+    match outcome.signal {
+        Some(sig) => {
+            out.push('"');
+            out.push_str(&signal_name(sig));
+            out.push('"');
+        }
+        None => out.push_str("null"),
+    }
+    if let Some(result) = &outcome.result {
+        out.push_str(",\"result\":");
+        out.push_str(result);
+    }
+    put_output(out, "stdout", &outcome.stdout, max_output);
+    if let Some(stderr) = &outcome.stderr {
+        put_output(out, "stderr", stderr, max_output);
+    }
+    let _ = write!(
+        out,
+        ",\"duration_ms\":{:.3},\"attempts\":{attempts}",
+        outcome.duration.as_secs_f64() * 1000.0
+    );
+    if outcome.timed_out {
+        out.push_str(",\"timed_out\":true");
+    }
+    if let Some(pid) = outcome.worker {
+        let _ = write!(out, ",\"worker\":{pid}");
+    }
+    match &outcome.error {
+        Some(ErrorValue::Message(m)) => {
+            out.push_str(",\"error\":");
+            put_str(out, m);
+        }
+        Some(ErrorValue::Json(json)) => {
+            out.push_str(",\"error\":");
+            out.push_str(json);
+        }
+        None => {}
+    }
+    out.push_str("}\n");
+}
+
+/// Appends the result line of a task skipped by `--resume`: the job log's
+/// verdict, no output.
+pub fn write_skipped(out: &mut String, id: &str, seq: u64, status: i32, signal: i32) {
+    out.push_str("{\"id\":");
+    out.push_str(id);
+    let _ = write!(out, ",\"seq\":{seq},\"status\":");
+    if signal != 0 {
+        out.push_str("null,\"signal\":\"");
+        out.push_str(&signal_name(signal));
+        out.push('"');
+    } else {
+        let _ = write!(out, "{status},\"signal\":null");
+    }
+    out.push_str(",\"skipped\":true}\n");
+}
+
+/// Appends `,"name":"..."` with the kept bytes of one output stream, and
+/// the markers for truncated or non-UTF-8 output.
+fn put_output(out: &mut String, name: &str, captured: &Captured, max_output: usize) {
+    let mut kept = &captured.bytes[..captured.bytes.len().min(max_output)];
+    let truncated = captured.total > kept.len() as u64;
+    let text = match std::str::from_utf8(kept) {
+        Ok(text) => Some(text),
+        // Cut in the middle of a character by truncation: keep the whole
+        // characters before it rather than fall back to base64.
+        Err(e) if truncated && e.error_len().is_none() => {
+            kept = &kept[..e.valid_up_to()];
+            std::str::from_utf8(kept).ok()
+        }
+        Err(_) => None,
+    };
+    let _ = write!(out, ",\"{name}\":");
+    match text {
+        Some(text) => put_str(out, text),
+        None => {
+            out.push('"');
+            base64::engine::general_purpose::STANDARD.encode_string(kept, out);
+            out.push('"');
+            let _ = write!(out, ",\"{name}_encoding\":\"base64\"");
+        }
+    }
+    if truncated {
+        let _ = write!(
+            out,
+            ",\"{name}_truncated\":true,\"{name}_bytes\":{}",
+            captured.total
+        );
+    }
+}
+
+/// Appends `s` as a JSON string.
+fn put_str(out: &mut String, s: &str) {
+    // serde_json's escaping; writing a str to a String cannot fail.
+    let escaped = serde_json::to_string(s).unwrap_or_default();
+    out.push_str(&escaped);
+}
+
+/// `SIGKILL` for 9: the names a user sees in `kill -l`.
+pub fn signal_name(sig: i32) -> String {
+    const NAMES: [&str; 32] = [
+        "", "HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "BUS", "FPE", "KILL", "USR1", "SEGV",
+        "USR2", "PIPE", "ALRM", "TERM", "STKFLT", "CHLD", "CONT", "STOP", "TSTP", "TTIN", "TTOU",
+        "URG", "XCPU", "XFSZ", "VTALRM", "PROF", "WINCH", "IO", "PWR", "SYS",
+    ];
+    match usize::try_from(sig).ok().and_then(|i| NAMES.get(i)) {
+        Some(name) if !name.is_empty() => format!("SIG{name}"),
+        _ => format!("SIG{sig}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(outcome: &Outcome, max: usize) -> serde_json::Value {
+        let mut s = String::new();
+        write_result(&mut s, "\"x\"", 3, outcome, 1, max);
+        assert!(s.ends_with("}\n"));
+        serde_json::from_str(&s).unwrap()
+    }
+
+    fn captured(bytes: &[u8]) -> Captured {
+        Captured {
+            bytes: bytes.to_vec(),
+            total: bytes.len() as u64,
+        }
+    }
+
+    #[test]
+    fn a_plain_result() {
+        let o = Outcome {
+            status: Some(0),
+            stdout: captured(b"hi \"there\"\n"),
+            stderr: Some(captured(b"")),
+            duration: Duration::from_micros(1500),
+            ..Outcome::default()
+        };
+        let v = line(&o, 100);
+        assert_eq!(v["id"], "x");
+        assert_eq!(v["seq"], 3);
+        assert_eq!(v["status"], 0);
+        assert_eq!(v["signal"], serde_json::Value::Null);
+        assert_eq!(v["stdout"], "hi \"there\"\n");
+        assert_eq!(v["stderr"], "");
+        assert_eq!(v["duration_ms"], 1.5);
+        assert_eq!(v["attempts"], 1);
+        assert!(v.get("timed_out").is_none());
+    }
+
+    #[test]
+    fn binary_output_is_base64() {
+        let o = Outcome {
+            stdout: captured(&[0xff, 0x00, b'a']),
+            stderr: Some(captured(b"ok")),
+            signal: Some(9),
+            timed_out: true,
+            ..Outcome::default()
+        };
+        let v = line(&o, 100);
+        assert_eq!(v["stdout"], "/wBh");
+        assert_eq!(v["stdout_encoding"], "base64");
+        assert!(v.get("stderr_encoding").is_none());
+        assert_eq!(v["status"], serde_json::Value::Null);
+        assert_eq!(v["signal"], "SIGKILL");
+        assert_eq!(v["timed_out"], true);
+    }
+
+    #[test]
+    fn truncation_keeps_whole_characters() {
+        let text = "ab€"; // € is three bytes
+        let o = Outcome {
+            stdout: Captured {
+                bytes: text.as_bytes().to_vec(),
+                total: 1000,
+            },
+            ..Outcome::default()
+        };
+        let v = line(&o, 4);
+        assert_eq!(v["stdout"], "ab");
+        assert_eq!(v["stdout_truncated"], true);
+        assert_eq!(v["stdout_bytes"], 1000);
+        assert!(v.get("stdout_encoding").is_none());
+    }
+
+    #[test]
+    fn php_job_fields_go_in_as_json() {
+        let o = Outcome {
+            status: Some(1),
+            result: None,
+            error: Some(ErrorValue::Json(r#"{"class":"E","line":3}"#.into())),
+            worker: Some(42),
+            ..Outcome::default()
+        };
+        let v = line(&o, 10);
+        assert_eq!(v["error"]["class"], "E");
+        assert_eq!(v["worker"], 42);
+        assert!(v.get("stderr").is_none());
+        let o = Outcome {
+            status: Some(0),
+            result: Some("[1,{\"a\":null}]".into()),
+            ..Outcome::default()
+        };
+        assert_eq!(line(&o, 10)["result"][1]["a"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn signal_names() {
+        assert_eq!(signal_name(15), "SIGTERM");
+        assert_eq!(signal_name(11), "SIGSEGV");
+        assert_eq!(signal_name(40), "SIG40");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_output_round_trips(bytes: Vec<u8>, max in 0usize..64) {
+            let o = Outcome { stdout: captured(&bytes), ..Outcome::default() };
+            let v = line(&o, max);
+            let field = v["stdout"].as_str().unwrap();
+            let got = if v.get("stdout_encoding").is_some() {
+                base64::engine::general_purpose::STANDARD.decode(field).unwrap()
+            } else {
+                field.as_bytes().to_vec()
+            };
+            proptest::prop_assert!(bytes.starts_with(&got));
+            proptest::prop_assert_eq!(v.get("stdout_truncated").is_some(), bytes.len() > max);
+            if bytes.len() <= max {
+                proptest::prop_assert_eq!(got, bytes);
+            }
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! Tasks as they come in: one JSON object per line (or, with `--lines`, one
+//! command or argument per line), checked before anything runs.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// One unit of work and how to run it.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// Position in the input among tasks, from 1 (GNU parallel's `Seq`).
+    pub seq: u64,
+    /// The `id` to echo in the result, as JSON text.
+    pub id: Box<RawValue>,
+    pub work: Work,
+    /// Extra environment variables.
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<PathBuf>,
+    /// Bytes for the task's standard input (otherwise `/dev/null`).
+    pub stdin: Option<String>,
+    /// This task's own time limit, overriding `--timeout`.
+    pub timeout: Option<Duration>,
+}
+
+/// What a task runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Work {
+    /// A shell command, for `/bin/sh -c`.
+    Shell(String),
+    /// A program and its arguments, without a shell.
+    Argv(Vec<String>),
+    /// A PHP function and its arguments (JSON), for a job worker.
+    Call { function: String, args: String },
+}
+
+impl Task {
+    /// The command as the job log shows it.
+    pub fn command_line(&self) -> String {
+        match &self.work {
+            Work::Shell(cmd) => cmd.clone(),
+            Work::Argv(argv) => argv
+                .iter()
+                .map(|a| shell_quote(a))
+                .collect::<Vec<_>>()
+                .join(" "),
+            Work::Call { function, args } => format!("{function}({args})"),
+        }
+    }
+}
+
+/// Quotes an argument for display as a shell word.
+fn shell_quote(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b));
+    if plain {
+        arg.to_owned()
+    } else {
+        format!("'{}'", arg.replace('\'', r"'\''"))
+    }
+}
+
+/// How input lines become tasks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parser {
+    /// JSON Lines of shell tasks (`cmd` or `argv`).
+    Shell,
+    /// JSON Lines of PHP jobs (`call` and `args`).
+    Php,
+    /// Plain lines: each is a shell command (empty template), or the
+    /// argument put in the template's `{}` (appended if it has none).
+    Lines { template: Vec<String> },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(default)]
+    cmd: Option<String>,
+    #[serde(default)]
+    argv: Option<Vec<String>>,
+    #[serde(default)]
+    env: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    cwd: Option<PathBuf>,
+    #[serde(default)]
+    stdin: Option<String>,
+    #[serde(default)]
+    timeout: Option<f64>,
+    #[serde(default)]
+    call: Option<String>,
+    #[serde(borrow, default)]
+    args: Option<&'a RawValue>,
+}
+
+impl Parser {
+    /// Turns one non-blank input line into the task with sequence number
+    /// `seq`, or says what is wrong with it.
+    pub fn parse(&self, line: &str, seq: u64) -> Result<Task, String> {
+        match self {
+            Parser::Lines { template } => Ok(plain_task(line, seq, template)),
+            Parser::Shell | Parser::Php => self.parse_json(line, seq),
+        }
+    }
+
+    fn parse_json(&self, text: &str, seq: u64) -> Result<Task, String> {
+        if !text.trim_start().starts_with('{') {
+            return Err(format!(
+                "expected a JSON object, like {}",
+                if *self == Parser::Php {
+                    r#"{"id": 1, "call": "App\\job", "args": [1, 2]}"#
+                } else {
+                    r#"{"id": 1, "cmd": "echo hello"}"#
+                }
+            ));
+        }
+        let line: Line<'_> =
+            serde_json::from_str(text).map_err(|e| format!("invalid task: {e}"))?;
+        let id = match line.id {
+            None => default_id(seq),
+            Some(raw) => {
+                let first = raw.get().as_bytes().first().copied().unwrap_or(b'n');
+                if !(first == b'"' || first == b'-' || first.is_ascii_digit()) {
+                    return Err("\"id\" must be a string or a number".to_owned());
+                }
+                raw.to_owned()
+            }
+        };
+        let timeout = match line.timeout {
+            None => None,
+            Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => Some(Duration::from_secs_f64(t)),
+            Some(t) => {
+                return Err(format!(
+                    "\"timeout\" must be a positive number of seconds, not {t}"
+                ))
+            }
+        };
+        let work = match self {
+            Parser::Php => {
+                if line.cmd.is_some() || line.argv.is_some() {
+                    return Err("with --php-bootstrap, a line is a PHP job (\"call\" and \"args\"), not a shell command".to_owned());
+                }
+                for (name, given) in [
+                    ("env", line.env.is_some()),
+                    ("cwd", line.cwd.is_some()),
+                    ("stdin", line.stdin.is_some()),
+                ] {
+                    if given {
+                        return Err(format!(
+                            "\"{name}\" applies to shell tasks; a PHP job runs in a worker that is already started"
+                        ));
+                    }
+                }
+                let Some(function) = line.call else {
+                    return Err("a PHP job needs \"call\": the name of a function (\"App\\\\resize\") or static method (\"App\\\\Image::resize\")".to_owned());
+                };
+                if function.trim().is_empty() {
+                    return Err("\"call\" is empty".to_owned());
+                }
+                let args = match line.args {
+                    None => "[]".to_owned(),
+                    Some(raw) if raw.get().starts_with('[') || raw.get().starts_with('{') => {
+                        raw.get().to_owned()
+                    }
+                    Some(_) => {
+                        return Err(
+                            "\"args\" must be a JSON array (positional arguments) or object (named arguments)"
+                                .to_owned(),
+                        )
+                    }
+                };
+                Work::Call { function, args }
+            }
+            _ => {
+                if line.call.is_some() || line.args.is_some() {
+                    return Err(
+                        "\"call\" and \"args\" describe a PHP job: run with --php-bootstrap FILE"
+                            .to_owned(),
+                    );
+                }
+                match (line.cmd, line.argv) {
+                    (Some(_), Some(_)) => {
+                        return Err("a task has \"cmd\" or \"argv\", not both".to_owned())
+                    }
+                    (None, None) => return Err(
+                        "a task needs \"cmd\" (a shell command) or \"argv\" (a program and its arguments)"
+                            .to_owned(),
+                    ),
+                    (Some(cmd), None) => Work::Shell(cmd),
+                    (None, Some(argv)) if argv.is_empty() => {
+                        return Err("\"argv\" is empty: it needs at least the program".to_owned())
+                    }
+                    (None, Some(argv)) => Work::Argv(argv),
+                }
+            }
+        };
+        let env = line
+            .env
+            .map(|m| m.into_iter().collect())
+            .unwrap_or_default();
+        Ok(Task {
+            seq,
+            id,
+            work,
+            env,
+            cwd: line.cwd,
+            stdin: line.stdin,
+            timeout,
+        })
+    }
+}
+
+fn default_id(seq: u64) -> Box<RawValue> {
+    RawValue::from_string(seq.to_string()).expect("a number is JSON")
+}
+
+fn plain_task(line: &str, seq: u64, template: &[String]) -> Task {
+    let work = if template.is_empty() {
+        Work::Shell(line.to_owned())
+    } else if template.iter().any(|a| a.contains("{}")) {
+        Work::Argv(template.iter().map(|a| a.replace("{}", line)).collect())
+    } else {
+        let mut argv = template.to_vec();
+        argv.push(line.to_owned());
+        Work::Argv(argv)
+    };
+    Task {
+        seq,
+        id: default_id(seq),
+        work,
+        env: Vec::new(),
+        cwd: None,
+        stdin: None,
+        timeout: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shell(line: &str) -> Result<Task, String> {
+        Parser::Shell.parse(line, 7)
+    }
+
+    #[test]
+    fn shell_task_with_every_field() {
+        let t = shell(
+            r#"{"id":"a","cmd":"echo hi","env":{"A":"1"},"cwd":"/tmp","stdin":"x","timeout":1.5}"#,
+        )
+        .unwrap();
+        assert_eq!(t.id.get(), r#""a""#);
+        assert_eq!(t.work, Work::Shell("echo hi".into()));
+        assert_eq!(t.env, vec![("A".to_owned(), "1".to_owned())]);
+        assert_eq!(t.cwd, Some(PathBuf::from("/tmp")));
+        assert_eq!(t.stdin.as_deref(), Some("x"));
+        assert_eq!(t.timeout, Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn id_defaults_to_the_sequence_number() {
+        let t = shell(r#"{"argv":["ls","-l"]}"#).unwrap();
+        assert_eq!(t.id.get(), "7");
+        assert_eq!(t.seq, 7);
+        assert_eq!(t.work, Work::Argv(vec!["ls".into(), "-l".into()]));
+    }
+
+    #[test]
+    fn unusable_lines_say_what_is_wrong() {
+        for (line, expected) in [
+            ("[1,2]", "expected a JSON object"),
+            ("{\"cmd\": \"x\"", "invalid task"),
+            (r#"{"comand":"x"}"#, "unknown field `comand`"),
+            (r#"{"id":1}"#, "needs \"cmd\""),
+            (r#"{"cmd":"a","argv":["b"]}"#, "not both"),
+            (r#"{"argv":[]}"#, "\"argv\" is empty"),
+            (r#"{"cmd":"a","timeout":0}"#, "positive number"),
+            (r#"{"cmd":"a","timeout":-1}"#, "positive number"),
+            (r#"{"cmd":"a","id":{"x":1}}"#, "string or a number"),
+            (r#"{"cmd":"a","id":[1]}"#, "string or a number"),
+            (r#"{"call":"f"}"#, "--php-bootstrap"),
+            (r#"{"cmd":1}"#, "invalid type"),
+        ] {
+            let err = shell(line).unwrap_err();
+            assert!(err.contains(expected), "{line}: {err}");
+        }
+    }
+
+    #[test]
+    fn php_jobs() {
+        let t = Parser::Php
+            .parse(r#"{"id":3,"call":"App\\f","args":[1,"x"]}"#, 1)
+            .unwrap();
+        assert_eq!(
+            t.work,
+            Work::Call {
+                function: "App\\f".into(),
+                args: r#"[1,"x"]"#.into()
+            }
+        );
+        assert_eq!(t.command_line(), r#"App\f([1,"x"])"#);
+        let named = Parser::Php
+            .parse(r#"{"call":"f","args":{"a":1}}"#, 1)
+            .unwrap();
+        assert!(matches!(named.work, Work::Call { ref args, .. } if args == r#"{"a":1}"#));
+        for (line, expected) in [
+            (r#"{"cmd":"x"}"#, "not a shell command"),
+            (r#"{"args":[]}"#, "needs \"call\""),
+            (r#"{"call":"f","args":5}"#, "JSON array"),
+            (
+                r#"{"call":"f","cwd":"/"}"#,
+                "\"cwd\" applies to shell tasks",
+            ),
+        ] {
+            let err = Parser::Php.parse(line, 1).unwrap_err();
+            assert!(err.contains(expected), "{line}: {err}");
+        }
+    }
+
+    #[test]
+    fn plain_lines() {
+        let p = Parser::Lines { template: vec![] };
+        assert_eq!(
+            p.parse("echo 1", 1).unwrap().work,
+            Work::Shell("echo 1".into())
+        );
+        let p = Parser::Lines {
+            template: vec!["gzip".into(), "-k".into(), "{}".into()],
+        };
+        assert_eq!(
+            p.parse("a b.log", 1).unwrap().work,
+            Work::Argv(vec!["gzip".into(), "-k".into(), "a b.log".into()])
+        );
+        let p = Parser::Lines {
+            template: vec!["wc".into(), "-c".into()],
+        };
+        assert_eq!(
+            p.parse("f", 1).unwrap().work,
+            Work::Argv(vec!["wc".into(), "-c".into(), "f".into()])
+        );
+        assert_eq!(
+            p.parse("it's", 1).unwrap().command_line(),
+            r"wc -c 'it'\''s'"
+        );
+    }
+}

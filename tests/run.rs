@@ -1,0 +1,753 @@
+//! `hearth run` against real processes: shell tasks through /bin/sh and
+//! PHP jobs in real PHP workers.
+// The helpers below are test code too: a failure is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+const HEARTH: &str = env!("CARGO_BIN_EXE_hearth");
+
+struct Ran {
+    code: Option<i32>,
+    results: Vec<Value>,
+    stderr: String,
+}
+
+impl Ran {
+    fn by_id(&self) -> HashMap<String, Value> {
+        self.results
+            .iter()
+            .map(|r| (r["id"].to_string().trim_matches('"').to_owned(), r.clone()))
+            .collect()
+    }
+}
+
+/// Runs `hearth run ARGS` with `input` on stdin, to the end.
+fn run(args: &[&str], input: &str) -> Ran {
+    run_in(None, args, input)
+}
+
+fn run_in(dir: Option<&Path>, args: &[&str], input: &str) -> Ran {
+    let mut cmd = Command::new(HEARTH);
+    cmd.arg("run").args(args);
+    if let Some(dir) = dir {
+        cmd.current_dir(dir);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_owned();
+    let feeder = std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    let results = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad result line {l:?}: {e}")))
+        .collect();
+    Ran {
+        code: out.status.code(),
+        results,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn lines(tasks: &[Value]) -> String {
+    tasks.iter().map(|t| format!("{t}\n")).collect()
+}
+
+fn output(result: &Value, stream: &str) -> Vec<u8> {
+    let text = result[stream].as_str().unwrap();
+    if result[format!("{stream}_encoding")] == "base64" {
+        base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .unwrap()
+    } else {
+        text.as_bytes().to_vec()
+    }
+}
+
+#[test]
+fn outputs_of_every_size_come_back_whole() {
+    let ran = run(
+        &["-j", "4"],
+        &lines(&[
+            json!({"id": "empty", "cmd": "true"}),
+            json!({"id": "pipe+1", "cmd": "head -c 65537 /dev/zero | tr '\\0' a; head -c 65537 /dev/zero | tr '\\0' e >&2"}),
+            json!({"id": "10MiB", "cmd": "yes 0123456789abcde | head -c 10485760"}),
+            json!({"id": "binary", "cmd": "printf '\\377\\376\\000abc'"}),
+            json!({"id": "utf8", "cmd": "printf 'h\\303\\251llo \\342\\202\\254'"}),
+        ]),
+    );
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let r = ran.by_id();
+    assert_eq!(r.len(), 5);
+    assert_eq!(r["empty"]["stdout"], "");
+    assert_eq!(r["empty"]["stderr"], "");
+    assert_eq!(output(&r["pipe+1"], "stdout"), vec![b'a'; 65537]);
+    assert_eq!(output(&r["pipe+1"], "stderr"), vec![b'e'; 65537]);
+    let big = output(&r["10MiB"], "stdout");
+    assert_eq!(big.len(), 10 * 1024 * 1024);
+    let expected: Vec<u8> = b"0123456789abcde\n"
+        .iter()
+        .copied()
+        .cycle()
+        .take(10 * 1024 * 1024)
+        .collect();
+    assert!(big == expected, "the 10 MiB output changed on the way");
+    assert_eq!(r["binary"]["stdout_encoding"], "base64");
+    assert_eq!(output(&r["binary"], "stdout"), b"\xff\xfe\x00abc");
+    assert_eq!(r["utf8"]["stdout"], "héllo €");
+    assert!(r["utf8"].get("stdout_encoding").is_none());
+    for result in r.values() {
+        assert_eq!(result["status"], 0);
+        assert_eq!(result["signal"], Value::Null);
+        assert_eq!(result["attempts"], 1);
+        assert!(result["duration_ms"].as_f64().unwrap() >= 0.0);
+    }
+}
+
+#[test]
+fn max_output_keeps_the_start_and_says_it_truncated() {
+    let ran = run(
+        &["--max-output", "1K"],
+        &lines(&[json!({"id": 1, "cmd": "head -c 100000 /dev/zero | tr '\\0' x; echo small >&2"})]),
+    );
+    let r = &ran.results[0];
+    assert_eq!(r["stdout"].as_str().unwrap(), "x".repeat(1024));
+    assert_eq!(r["stdout_truncated"], true);
+    assert_eq!(r["stdout_bytes"], 100_000);
+    assert_eq!(r["stderr"], "small\n");
+    assert!(r.get("stderr_truncated").is_none());
+    assert_eq!(r["status"], 0);
+}
+
+#[test]
+fn tasks_get_their_argv_env_cwd_and_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = run(
+        &[],
+        &lines(&[
+            json!({"id": "argv", "argv": ["printf", "%s|", "a b", "$HOME", "it's"]}),
+            json!({"id": "env", "cmd": "echo \"$GREETING $USER_SET\"", "env": {"GREETING": "hi", "USER_SET": "there"}}),
+            json!({"id": "cwd", "cmd": "pwd", "cwd": dir.path()}),
+            json!({"id": "stdin", "cmd": "tr a-z A-Z", "stdin": "shout\n"}),
+            json!({"id": "no-stdin", "cmd": "cat"}),
+            json!({"id": "missing", "argv": ["/nonexistent/program"]}),
+            json!({"id": "bad-cwd", "cmd": "true", "cwd": "/nonexistent/dir"}),
+        ]),
+    );
+    let r = ran.by_id();
+    assert_eq!(r["argv"]["stdout"], "a b|$HOME|it's|");
+    assert_eq!(r["env"]["stdout"], "hi there\n");
+    assert_eq!(
+        r["cwd"]["stdout"].as_str().unwrap().trim(),
+        dir.path().canonicalize().unwrap().to_str().unwrap()
+    );
+    assert_eq!(r["stdin"]["stdout"], "SHOUT\n");
+    assert_eq!(r["no-stdin"]["stdout"], "");
+    assert_eq!(r["no-stdin"]["status"], 0);
+    for id in ["missing", "bad-cwd"] {
+        assert_eq!(r[id]["status"], Value::Null, "{id}");
+        assert!(
+            r[id]["error"].as_str().unwrap().contains("cannot start"),
+            "{id}: {}",
+            r[id]
+        );
+    }
+    assert_eq!(ran.code, Some(2), "two tasks failed");
+}
+
+#[test]
+fn a_timeout_sends_term_then_kill_to_the_whole_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("child-survived");
+    let ran = run(
+        &["--timeout", "0.3", "--kill-after", "0.3", "-j", "3"],
+        &lines(&[
+            json!({"id": "polite", "cmd": "sleep 30"}),
+            json!({"id": "stubborn", "cmd": "trap '' TERM; sleep 30; echo too late"}),
+            json!({"id": "own-limit", "cmd": "sleep 0.5; echo done", "timeout": 5}),
+            // A grandchild in the task's group goes with it.
+            json!({"id": "family", "cmd": format!("(sleep 1; touch {}) & sleep 30", marker.display())}),
+        ]),
+    );
+    let r = ran.by_id();
+    assert_eq!(r["polite"]["timed_out"], true);
+    assert_eq!(r["polite"]["signal"], "SIGTERM");
+    assert_eq!(r["polite"]["status"], Value::Null);
+    assert_eq!(r["stubborn"]["timed_out"], true);
+    assert_eq!(r["stubborn"]["signal"], "SIGKILL");
+    assert_eq!(r["stubborn"]["stdout"], "");
+    assert_eq!(r["own-limit"]["stdout"], "done\n");
+    assert!(r["own-limit"].get("timed_out").is_none());
+    assert_eq!(r["family"]["timed_out"], true);
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(!marker.exists(), "a process of the timed-out task lived on");
+    assert_eq!(ran.code, Some(3));
+}
+
+#[test]
+fn a_task_killed_by_a_signal_is_reported_as_such() {
+    let ran = run(
+        &[],
+        &lines(&[json!({"id": 1, "cmd": "echo partial; kill -SEGV $$"})]),
+    );
+    let r = &ran.results[0];
+    assert_eq!(r["status"], Value::Null);
+    assert_eq!(r["signal"], "SIGSEGV");
+    assert_eq!(r["stdout"], "partial\n");
+    assert!(r.get("timed_out").is_none());
+    assert_eq!(ran.code, Some(1));
+}
+
+#[test]
+fn retries_run_a_failed_task_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let counter = dir.path().join("n");
+    let flaky = format!(
+        "n=$(cat {c} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {c}; echo attempt $n; [ $n -ge 3 ]",
+        c = counter.display()
+    );
+    let ran = run(
+        &["--retries", "2"],
+        &lines(&[
+            json!({"id": "flaky", "cmd": flaky}),
+            json!({"id": "broken", "cmd": "echo no; exit 4"}),
+            json!({"id": "fine", "cmd": "echo yes"}),
+        ]),
+    );
+    let r = ran.by_id();
+    assert_eq!(r["flaky"]["status"], 0);
+    assert_eq!(r["flaky"]["attempts"], 3);
+    assert_eq!(r["flaky"]["stdout"], "attempt 3\n");
+    assert_eq!(r["broken"]["status"], 4);
+    assert_eq!(r["broken"]["attempts"], 3);
+    assert_eq!(r["fine"]["attempts"], 1);
+    assert_eq!(
+        ran.results.len(),
+        3,
+        "one result per task, whatever the attempts"
+    );
+    assert_eq!(ran.code, Some(1));
+}
+
+#[test]
+fn halt_now_stops_everything_at_the_first_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran_file = dir.path().join("ran");
+    let mut tasks = vec![
+        json!({"id": "slow", "cmd": "sleep 30; echo finished"}),
+        json!({"id": "fails", "cmd": "sleep 0.2; exit 1"}),
+    ];
+    for i in 0..20 {
+        tasks.push(json!({"id": i, "cmd": format!("echo {i} >> {}", ran_file.display())}));
+    }
+    let ran = run(&["-j", "2", "--halt", "now"], &lines(&tasks));
+    let r = ran.by_id();
+    assert_eq!(
+        r.len(),
+        1,
+        "only the failure is a result: {:?}",
+        ran.results
+    );
+    assert_eq!(r["fails"]["status"], 1);
+    assert!(!ran_file.exists(), "no task started after the failure");
+    assert!(ran.stderr.contains("halting"), "{}", ran.stderr);
+    assert_eq!(ran.code, Some(1));
+}
+
+#[test]
+fn halt_soon_lets_running_tasks_finish() {
+    let ran = run(
+        &["-j", "2", "--halt", "soon"],
+        &lines(&[
+            json!({"id": "slow", "cmd": "sleep 0.5; echo finished"}),
+            json!({"id": "fails", "cmd": "exit 1"}),
+            json!({"id": "never", "cmd": "echo never"}),
+        ]),
+    );
+    let r = ran.by_id();
+    assert_eq!(r["slow"]["stdout"], "finished\n");
+    assert_eq!(r["fails"]["status"], 1);
+    assert!(!r.contains_key("never"));
+    assert_eq!(ran.code, Some(1));
+}
+
+#[test]
+fn keep_order_writes_results_in_input_order() {
+    let tasks: Vec<Value> = (0..8)
+        .map(|i| json!({"id": i, "cmd": format!("sleep 0.0{}; echo {i}", 8 - i)}))
+        .collect();
+    let ran = run(&["-j", "8", "--keep-order"], &lines(&tasks));
+    let ids: Vec<i64> = ran
+        .results
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, (0..8).collect::<Vec<_>>());
+    let seqs: Vec<i64> = ran
+        .results
+        .iter()
+        .map(|r| r["seq"].as_i64().unwrap())
+        .collect();
+    assert_eq!(seqs, (1..=8).collect::<Vec<_>>());
+}
+
+#[test]
+fn unusable_input_names_the_line_and_runs_nothing_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let after = dir.path().join("after");
+    let input = format!(
+        "{}\n\n{}\n{{\"cmd\": \"echo broken\"\n{}\n",
+        json!({"id": 1, "cmd": "echo one"}),
+        json!({"id": 2, "cmd": "echo two"}),
+        json!({"id": 4, "cmd": format!("touch {}", after.display())}),
+    );
+    let ran = run(&[], &input);
+    assert_eq!(ran.code, Some(2));
+    assert!(ran.stderr.contains("line 4:"), "{}", ran.stderr);
+    assert_eq!(
+        ran.results.len(),
+        2,
+        "tasks before the bad line finish and are reported"
+    );
+    assert!(!after.exists());
+
+    for (bad, says) in [
+        ("[1]\n", "line 1: expected a JSON object"),
+        (
+            "{\"cmd\": \"x\", \"tiemout\": 3}\n",
+            "line 1: invalid task: unknown field `tiemout`",
+        ),
+        ("{\"id\": 1}\n", "line 1: a task needs \"cmd\""),
+        ("\u{0}\n", "line 1: expected a JSON object"),
+    ] {
+        let ran = run(&[], bad);
+        assert_eq!(ran.code, Some(2), "{bad}");
+        assert!(ran.stderr.contains(says), "{bad}: {}", ran.stderr);
+    }
+    let ran = run(&["/nonexistent/tasks.jsonl"], "");
+    assert_eq!(ran.code, Some(2));
+    assert!(
+        ran.stderr
+            .contains("cannot read tasks from /nonexistent/tasks.jsonl"),
+        "{}",
+        ran.stderr
+    );
+}
+
+#[test]
+fn lines_mode_runs_a_command_per_line() {
+    let ran = run(&["--keep-order", "--", "printf", "<%s>"], "a b\nc'd\n\n");
+    let out: Vec<&str> = ran
+        .results
+        .iter()
+        .map(|r| r["stdout"].as_str().unwrap())
+        .collect();
+    assert_eq!(out, vec!["<a b>", "<c'd>"]);
+    let ran = run(&["--lines", "--keep-order"], "echo 1\necho 2 | tr 2 3\n");
+    let out: Vec<&str> = ran
+        .results
+        .iter()
+        .map(|r| r["stdout"].as_str().unwrap())
+        .collect();
+    assert_eq!(out, vec!["1\n", "3\n"]);
+}
+
+#[test]
+fn joblog_and_resume_after_the_runner_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    let ran_file = dir.path().join("ran");
+    let tasks: Vec<Value> = (1..=150)
+        .map(|i| json!({"id": i, "cmd": format!("sleep 0.01; echo {i} >> {}", ran_file.display())}))
+        .collect();
+    let input = dir.path().join("tasks.jsonl");
+    std::fs::write(&input, lines(&tasks)).unwrap();
+    let args = [
+        "run",
+        "-j",
+        "4",
+        "--joblog",
+        log.to_str().unwrap(),
+        input.to_str().unwrap(),
+    ];
+
+    let mut first = Command::new(HEARTH)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually(|| joblog_seqs(&log).len() >= 40);
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // Tasks running at the kill finish on their own.
+    std::thread::sleep(Duration::from_millis(300));
+    let logged = joblog_seqs(&log);
+    assert!(logged.len() < 150, "the runner was killed before the end");
+
+    let resumed = run_in(
+        None,
+        &args[1..]
+            .iter()
+            .copied()
+            .chain(["--resume"])
+            .collect::<Vec<_>>(),
+        "",
+    );
+    assert_eq!(resumed.code, Some(0), "{}", resumed.stderr);
+    let skipped = resumed
+        .results
+        .iter()
+        .filter(|r| r["skipped"] == true)
+        .count();
+    assert_eq!(skipped, logged.len(), "each logged task is skipped");
+    assert_eq!(resumed.results.len(), 150, "every task has a result line");
+
+    let mut runs: HashMap<u64, usize> = HashMap::new();
+    for line in std::fs::read_to_string(&ran_file).unwrap().lines() {
+        *runs.entry(line.parse().unwrap()).or_default() += 1;
+    }
+    for i in 1..=150u64 {
+        assert!(runs.contains_key(&i), "task {i} was lost");
+    }
+    for seq in &logged {
+        assert_eq!(runs[seq], 1, "task {seq} had finished and ran again");
+    }
+    let all = joblog_seqs(&log);
+    assert_eq!(all.len(), 150);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.starts_with(
+        "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\tExitval\tSignal\tCommand\n"
+    ));
+    assert_eq!(text.matches("Seq\t").count(), 1);
+}
+
+fn joblog_seqs(path: &Path) -> Vec<u64> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    text.split_inclusive('\n')
+        .filter(|l| l.ends_with('\n') && !l.starts_with("Seq"))
+        .map(|l| l.split('\t').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+fn eventually(mut check: impl FnMut() -> bool) {
+    for _ in 0..2000 {
+        if check() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("condition never became true");
+}
+
+#[test]
+fn sigterm_lets_running_tasks_finish_and_starts_no_more() {
+    let mut child = Command::new(HEARTH)
+        .args(["run", "-j", "2"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for i in 0..2 {
+        writeln!(
+            stdin,
+            "{}",
+            json!({"id": i, "cmd": "sleep 0.5; echo finished"})
+        )
+        .unwrap();
+    }
+    stdin.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let _ = writeln!(stdin, "{}", json!({"id": "late", "cmd": "echo late"}));
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let results: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(results.iter().all(|r| r["stdout"] == "finished\n"));
+    assert_eq!(out.status.code(), Some(143));
+}
+
+#[test]
+fn a_hundred_thousand_tasks_in_flat_memory() {
+    const TASKS: usize = 100_000;
+    let mut child = Command::new(HEARTH)
+        .args(["run", "-j", "4"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || {
+        let mut w = std::io::BufWriter::new(&mut stdin);
+        for i in 0..TASKS {
+            writeln!(w, "{{\"id\":{i},\"argv\":[\"true\"]}}").unwrap();
+        }
+    });
+    let reader = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = 0usize;
+    let mut rss_early = 0;
+    let mut rss_peak_late = 0;
+    let mut next_sample = TASKS / 2;
+    for line in reader.lines() {
+        let line = line.unwrap();
+        assert!(line.contains("\"status\":0"), "{line}");
+        seen += 1;
+        if seen == TASKS / 10 {
+            rss_early = rss_kib(pid);
+        }
+        if seen == next_sample {
+            rss_peak_late = rss_peak_late.max(rss_kib(pid));
+            next_sample += 5000;
+        }
+    }
+    feeder.join().unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(seen, TASKS);
+    assert!(rss_early > 0 && rss_peak_late > 0);
+    // Flat: the second half of the run holds no more than the first tenth
+    // did, give or take allocator noise.
+    assert!(
+        rss_peak_late <= rss_early + 2048,
+        "memory grew from {rss_early} KiB at 10% to {rss_peak_late} KiB"
+    );
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+const BOOTSTRAP: &str = r#"<?php
+namespace App\Jobs;
+
+$GLOBALS['booted_at'] = microtime(true);
+
+final class Greeter
+{
+    public static function greet(string $name, string $greeting = 'Hello'): string
+    {
+        echo "greeting {$name}\n";
+        return "{$greeting}, {$name}!";
+    }
+}
+
+function add(int $a, int $b): int { return $a + $b; }
+function pid(): int { return getmypid(); }
+function boot_time(): float { return $GLOBALS['booted_at']; }
+function fail(string $why): void { throw new \DomainException($why, 42); }
+function leave(): void { echo "bye"; exit(3); }
+function crash(): void { posix_kill(getmypid(), SIGSEGV); }
+function killed(): void { posix_kill(getmypid(), SIGKILL); }
+function nap(float $s): string { usleep((int) ($s * 1e6)); return 'awake'; }
+function nothing(): void {}
+function resource() { return fopen('php://memory', 'r'); }
+"#;
+
+fn php_jobs(jobs: &[Value], extra: &[&str]) -> (Ran, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bootstrap.php"), BOOTSTRAP).unwrap();
+    let mut args = vec!["--php-bootstrap", "bootstrap.php"];
+    args.extend_from_slice(extra);
+    let ran = run_in(Some(dir.path()), &args, &lines(jobs));
+    (ran, dir)
+}
+
+#[test]
+fn php_jobs_return_values_output_and_errors() {
+    let (ran, dir) = php_jobs(
+        &[
+            json!({"id": "add", "call": "App\\Jobs\\add", "args": [2, 3]}),
+            json!({"id": "named", "call": "App\\Jobs\\Greeter::greet", "args": {"greeting": "Hi", "name": "Ann"}}),
+            json!({"id": "void", "call": "App\\Jobs\\nothing"}),
+            json!({"id": "throws", "call": "App\\Jobs\\fail", "args": ["no way"]}),
+            json!({"id": "undefined", "call": "App\\Jobs\\missing"}),
+            json!({"id": "type", "call": "App\\Jobs\\add", "args": ["x", 1]}),
+            json!({"id": "unencodable", "call": "App\\Jobs\\resource"}),
+        ],
+        &["-j", "2"],
+    );
+    let r = ran.by_id();
+    assert_eq!(r["add"]["status"], 0);
+    assert_eq!(r["add"]["result"], 5);
+    assert_eq!(r["named"]["result"], "Hi, Ann!");
+    assert_eq!(r["named"]["stdout"], "greeting Ann\n");
+    assert_eq!(r["void"]["status"], 0);
+    assert_eq!(r["void"]["result"], Value::Null);
+    let e = &r["throws"]["error"];
+    assert_eq!(r["throws"]["status"], 1);
+    assert_eq!(e["class"], "DomainException");
+    assert_eq!(e["message"], "no way");
+    assert_eq!(e["code"], 42);
+    assert_eq!(
+        e["file"].as_str().unwrap(),
+        dir.path()
+            .canonicalize()
+            .unwrap()
+            .join("bootstrap.php")
+            .to_str()
+            .unwrap()
+    );
+    assert_eq!(e["line"], 18);
+    assert!(e["trace"].as_str().unwrap().starts_with("#0 "), "{e}");
+    // The trace ends at the job's function: the runtime's frames below it
+    // are the same for every job.
+    assert!(
+        e["trace"].as_str().unwrap().contains("App\\Jobs\\fail()"),
+        "{e}"
+    );
+    assert!(!e["trace"].as_str().unwrap().contains("->handle"), "{e}");
+    assert!(
+        !e["trace"].as_str().unwrap().contains("job-worker.php"),
+        "{e}"
+    );
+    assert!(r["undefined"]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("not callable"));
+    assert_eq!(r["type"]["error"]["class"], "TypeError");
+    assert!(r["unencodable"]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("JSON"));
+    assert_eq!(ran.code, Some(4), "{}", ran.stderr);
+}
+
+#[test]
+fn php_jobs_run_in_warm_workers_booted_once() {
+    let jobs: Vec<Value> = (0..200)
+        .map(|i| json!({"id": i, "call": "App\\Jobs\\boot_time"}))
+        .collect();
+    let (ran, _dir) = php_jobs(&jobs, &["-j", "2"]);
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let boots: std::collections::HashSet<String> = ran
+        .results
+        .iter()
+        .map(|r| r["result"].to_string())
+        .collect();
+    let workers: std::collections::HashSet<String> = ran
+        .results
+        .iter()
+        .map(|r| r["worker"].to_string())
+        .collect();
+    assert_eq!(ran.results.len(), 200);
+    assert!(boots.len() <= 2, "each worker booted once: {boots:?}");
+    assert_eq!(boots.len(), workers.len());
+}
+
+#[test]
+fn a_php_job_that_ends_its_worker_fails_alone() {
+    let mut jobs = vec![
+        json!({"id": "exit", "call": "App\\Jobs\\leave"}),
+        json!({"id": "segv", "call": "App\\Jobs\\crash"}),
+        json!({"id": "kill", "call": "App\\Jobs\\killed"}),
+    ];
+    for i in 0..30 {
+        jobs.push(json!({"id": i, "call": "App\\Jobs\\add", "args": [i, 1]}));
+    }
+    let (ran, _dir) = php_jobs(&jobs, &["-j", "2"]);
+    let r = ran.by_id();
+    assert_eq!(r["exit"]["status"], 1);
+    assert_eq!(r["exit"]["error"]["class"], "exit");
+    assert_eq!(r["exit"]["stdout"], "bye");
+    assert_eq!(r["segv"]["status"], Value::Null);
+    assert_eq!(r["segv"]["signal"], "SIGSEGV");
+    assert!(r["segv"]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("died"));
+    assert_eq!(r["kill"]["signal"], "SIGKILL");
+    for i in 0..30 {
+        assert_eq!(r[&i.to_string()]["result"], i + 1, "job {i}");
+    }
+    assert_eq!(ran.code, Some(3), "{}", ran.stderr);
+    let workers: std::collections::HashSet<String> = ran
+        .results
+        .iter()
+        .map(|r| r["worker"].to_string())
+        .collect();
+    assert!(
+        workers.len() >= 3,
+        "dead workers were replaced: {workers:?}"
+    );
+}
+
+#[test]
+fn a_php_job_past_its_timeout_loses_its_worker() {
+    let (ran, _dir) = php_jobs(
+        &[
+            json!({"id": "slow", "call": "App\\Jobs\\nap", "args": [30], "timeout": 0.3}),
+            json!({"id": "quick", "call": "App\\Jobs\\nap", "args": [0.01]}),
+            json!({"id": "after", "call": "App\\Jobs\\add", "args": [1, 1]}),
+        ],
+        &["-j", "1", "--kill-after", "0.2"],
+    );
+    let r = ran.by_id();
+    assert_eq!(r["slow"]["timed_out"], true);
+    assert_eq!(r["slow"]["status"], Value::Null);
+    assert_eq!(r["slow"]["signal"], "SIGTERM");
+    assert_eq!(r["quick"]["result"], "awake");
+    assert_eq!(r["after"]["result"], 2);
+    assert_ne!(r["slow"]["worker"], r["after"]["worker"]);
+}
+
+#[test]
+fn a_bootstrap_that_fails_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("broken.php"),
+        "<?php\nthrow new RuntimeException('no database');\n",
+    )
+    .unwrap();
+    let ran = run_in(
+        Some(dir.path()),
+        &["--php-bootstrap", "broken.php", "--boot-timeout", "5"],
+        &lines(&[json!({"call": "f"})]),
+    );
+    assert_eq!(ran.code, Some(2));
+    assert!(ran.stderr.contains("failed to boot"), "{}", ran.stderr);
+    assert!(ran.stderr.contains("no database"), "{}", ran.stderr);
+    let ran = run(&["--php-bootstrap", "/nonexistent/boot.php"], "");
+    assert_eq!(ran.code, Some(2));
+    assert!(
+        ran.stderr.contains("/nonexistent/boot.php"),
+        "{}",
+        ran.stderr
+    );
+}
