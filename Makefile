@@ -22,7 +22,8 @@ test-rust:
 	$(CARGO) test --workspace
 
 test-php:
-	cd php && $(PHPUNIT)
+	$(CARGO) build -p hearth
+	cd php && HEARTH_BIN=$(CURDIR)/target/debug/hearth $(PHPUNIT)
 
 lint:
 	@if $(CARGO) fmt --version >/dev/null 2>&1; then $(CARGO) fmt --all -- --check; else echo "rustfmt not installed: skipping cargo fmt --check"; fi
@@ -30,10 +31,12 @@ lint:
 	@for f in $$(git ls-files '*.php'); do php -l "$$f" >/dev/null || exit 1; done; echo "php -l: ok"
 	@if command -v $(PHPCS) >/dev/null 2>&1; then $(PHPCS) --standard=PSR12 php/src php/tests php/autoload.php; else echo "phpcs not installed: skipping PSR-12 check"; fi
 
-## Hearth against nginx + php-fpm, same machine, same run (see bench/README.md).
+## Hearth against nginx + php-fpm, same machine, same run; then `hearth run`
+## against the TaskRunner.php seed's process pools (see bench/README.md).
 bench:
 	$(CARGO) build --release -p hearth
 	python3 bench/http.py
+	python3 bench/tasks.py
 
 clean:
 	$(CARGO) clean

@@ -176,13 +176,15 @@ fn a_timeout_sends_term_then_kill_to_the_whole_group() {
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("child-survived");
     let ran = run(
-        &["--timeout", "0.3", "--kill-after", "0.3", "-j", "3"],
+        &["--timeout", "0.3", "--kill-after", "0.3", "-j", "5"],
         &lines(&[
             json!({"id": "polite", "cmd": "sleep 30"}),
             json!({"id": "stubborn", "cmd": "trap '' TERM; sleep 30; echo too late"}),
             json!({"id": "own-limit", "cmd": "sleep 0.5; echo done", "timeout": 5}),
             // A grandchild in the task's group goes with it.
             json!({"id": "family", "cmd": format!("(sleep 1; touch {}) & sleep 30", marker.display())}),
+            // Exiting 0 from its SIGTERM handler does not make it a success.
+            json!({"id": "exits-zero", "cmd": "trap 'exit 0' TERM; sleep 30 & wait"}),
         ]),
     );
     let r = ran.by_id();
@@ -195,9 +197,11 @@ fn a_timeout_sends_term_then_kill_to_the_whole_group() {
     assert_eq!(r["own-limit"]["stdout"], "done\n");
     assert!(r["own-limit"].get("timed_out").is_none());
     assert_eq!(r["family"]["timed_out"], true);
+    assert_eq!(r["exits-zero"]["timed_out"], true);
+    assert_eq!(r["exits-zero"]["status"], 0);
     std::thread::sleep(Duration::from_millis(1200));
     assert!(!marker.exists(), "a process of the timed-out task lived on");
-    assert_eq!(ran.code, Some(3));
+    assert_eq!(ran.code, Some(4), "every timed-out task failed");
 }
 
 #[test]
@@ -577,6 +581,9 @@ function crash(): void { posix_kill(getmypid(), SIGSEGV); }
 function killed(): void { posix_kill(getmypid(), SIGKILL); }
 function nap(float $s): string { usleep((int) ($s * 1e6)); return 'awake'; }
 function nothing(): void {}
+function cwd(): string { return getcwd(); }
+function flood(int $n): int { echo str_repeat('x', $n); return $n; }
+function huge(int $n): string { return str_repeat('y', $n); }
 function resource() { return fopen('php://memory', 'r'); }
 "#;
 
@@ -600,6 +607,7 @@ fn php_jobs_return_values_output_and_errors() {
             json!({"id": "undefined", "call": "App\\Jobs\\missing"}),
             json!({"id": "type", "call": "App\\Jobs\\add", "args": ["x", 1]}),
             json!({"id": "unencodable", "call": "App\\Jobs\\resource"}),
+            json!({"id": "cwd", "call": "App\\Jobs\\cwd"}),
         ],
         &["-j", "2"],
     );
@@ -646,6 +654,11 @@ fn php_jobs_return_values_output_and_errors() {
         .as_str()
         .unwrap()
         .contains("JSON"));
+    assert_eq!(
+        r["cwd"]["result"].as_str().unwrap(),
+        dir.path().canonicalize().unwrap().to_str().unwrap(),
+        "jobs run in the directory hearth run was started in"
+    );
     assert_eq!(ran.code, Some(4), "{}", ran.stderr);
 }
 
@@ -705,6 +718,31 @@ fn a_php_job_that_ends_its_worker_fails_alone() {
     assert!(
         workers.len() >= 3,
         "dead workers were replaced: {workers:?}"
+    );
+}
+
+#[test]
+fn php_job_results_larger_than_a_frame_are_cut_or_refused() {
+    let (ran, _dir) = php_jobs(
+        &[
+            json!({"id": "prints", "call": "App\\Jobs\\flood", "args": [20_000_000]}),
+            json!({"id": "returns", "call": "App\\Jobs\\huge", "args": [20_000_000]}),
+            json!({"id": "fine", "call": "App\\Jobs\\add", "args": [1, 2]}),
+        ],
+        &["-j", "1", "--max-output", "10"],
+    );
+    let r = ran.by_id();
+    assert_eq!(r["prints"]["status"], 0);
+    assert_eq!(r["prints"]["result"], 20_000_000);
+    assert_eq!(r["prints"]["stdout"], "xxxxxxxxxx");
+    assert_eq!(r["prints"]["stdout_truncated"], true);
+    assert_eq!(r["prints"]["stdout_bytes"], 20_000_000);
+    assert_eq!(r["returns"]["status"], 1);
+    assert_eq!(r["returns"]["error"]["class"], "LengthException");
+    assert_eq!(r["fine"]["result"], 3);
+    assert_eq!(
+        r["prints"]["worker"], r["fine"]["worker"],
+        "no worker was lost"
     );
 }
 

@@ -52,6 +52,8 @@ final class TaskRunner
      * @param string|null     $joblog      append a line per finished task to this file (--joblog)
      * @param bool            $resume      with $joblog: skip the tasks it lists as finished; their
      *                                     results say `skipped` (--resume)
+     * @param bool            $resumeFailed with $joblog: skip only the tasks it lists as succeeded, run
+     *                                     the failed ones again (--resume-failed)
      * @param bool            $keepOrder   report results in the order the tasks were added (--keep-order)
      * @param int|string|null $maxOutput   keep at most this many bytes of each task's stdout and stderr,
      *                                     e.g. 1048576 or '1M'; default 16M (--max-output)
@@ -69,6 +71,7 @@ final class TaskRunner
         private readonly bool $resume = false,
         private readonly bool $keepOrder = false,
         private readonly int|string|null $maxOutput = null,
+        private readonly bool $resumeFailed = false,
     ) {
         if ($concurrency < 0) {
             throw new \InvalidArgumentException("concurrency must be 0 (one per CPU) or more, got {$concurrency}");
@@ -89,10 +92,13 @@ final class TaskRunner
         if ($joblog !== null && ($joblog === '' || str_contains($joblog, "\0"))) {
             throw new \InvalidArgumentException('joblog must be a file path');
         }
-        if ($resume && $joblog === null) {
+        if (($resume || $resumeFailed) && $joblog === null) {
             throw new \InvalidArgumentException(
                 'resume needs a joblog: it skips the tasks the joblog lists as finished'
             );
+        }
+        if ($resume && $resumeFailed) {
+            throw new \InvalidArgumentException('resume and resumeFailed exclude each other: pick one');
         }
         if (
             (is_int($maxOutput) && $maxOutput < 0)
@@ -358,7 +364,7 @@ final class TaskRunner
             return;
         }
         $count = function (array $result, int $completed, int $total) use ($onResult): void {
-            if ($result['status'] !== 0) {
+            if ($result['status'] !== 0 || !empty($result['timed_out'])) {
                 $this->failed++;
             }
             // A task --resume skipped comes without output.
@@ -397,6 +403,9 @@ final class TaskRunner
         }
         if ($this->resume) {
             $command[] = '--resume';
+        }
+        if ($this->resumeFailed) {
+            $command[] = '--resume-failed';
         }
         if ($this->maxOutput !== null) {
             $command[] = '--max-output=' . $this->maxOutput;

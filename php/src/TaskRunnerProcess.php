@@ -186,7 +186,9 @@ final class TaskRunnerProcess
             }
             unset($result[$stream . '_encoding']);
         }
-        if ($result['status'] !== 0) {
+        // As `hearth run` counts for its exit status: the tasks of this run
+        // (not those --resume skipped) that did not exit 0 in time.
+        if (empty($result['skipped']) && ($result['status'] !== 0 || !empty($result['timed_out']))) {
             $this->failed++;
         }
         ($this->onResult)($result, ++$this->completed, $this->total);

@@ -38,6 +38,11 @@ final class TaskRunnerTest extends TestCase
     protected function setUp(): void
     {
         if (self::$hearth === '') {
+            $bin = getenv('HEARTH_BIN');
+            if ($bin !== false && $bin !== '') {
+                // make test sets it: a missing binary there is a failure, not a skip.
+                self::fail("HEARTH_BIN={$bin} is not an executable");
+            }
             self::markTestSkipped('no hearth binary: set HEARTH_BIN, or build it (make test does both)');
         }
         $this->hearthBin = getenv('HEARTH_BIN');
@@ -345,6 +350,39 @@ final class TaskRunnerTest extends TestCase
         self::assertSame('', $results['b']['stderr']);
         self::assertSame("c\n", $results['c']['stdout']);
         self::assertArrayNotHasKey('skipped', $results['c']);
+    }
+
+    public function testResumeCountsOnlyTheFailuresOfThisRun(): void
+    {
+        $joblog = $this->dir . '/joblog';
+        $first = new TaskRunner(joblog: $joblog);
+        $first->add('a', 'exit 1')->add('b', 'echo b')->runAndWait();
+        self::assertSame(1, $first->failed());
+
+        // a failed before and is skipped; c and d fail now: hearth exits 2,
+        // which here is two failures, not unusable input.
+        $again = new TaskRunner(joblog: $joblog, resume: true);
+        $results = $again->add('a', 'exit 1')->add('b', 'echo b')->add('c', 'exit 1')->add('d', 'exit 1')
+            ->runAndWait();
+        self::assertTrue($results['a']['skipped'] ?? false);
+        self::assertSame(1, $results['a']['status']);
+        self::assertSame(1, $results['d']['status']);
+        self::assertSame(3, $again->failed(), 'the skipped failure counts for the batch');
+
+        $retry = new TaskRunner(joblog: $joblog, resumeFailed: true);
+        $results = $retry->add('a', 'echo fixed')->add('b', 'echo b')->add('c', 'true')->add('d', 'true')
+            ->runAndWait();
+        self::assertSame("fixed\n", $results['a']['stdout'], 'a failed task runs again');
+        self::assertTrue($results['b']['skipped'] ?? false, 'a succeeded task is skipped');
+        self::assertSame(0, $retry->failed());
+    }
+
+    public function testATaskThatExitsZeroPastItsTimeoutFailed(): void
+    {
+        $runner = new TaskRunner(timeout: 0.2, killAfter: 1.0);
+        $results = $runner->add('t', 'trap "exit 0" TERM; sleep 30 & wait')->runAndWait();
+        self::assertTrue($results['t']['timed_out'] ?? false);
+        self::assertSame(1, $runner->failed());
     }
 
     public function testThousandsOfTasksStreamThrough(): void

@@ -16,6 +16,12 @@ pub struct PoolConfig {
     pub ini: Vec<(String, String)>,
     /// Extra environment variables for every worker.
     pub env: Vec<(OsString, OsString)>,
+    /// Workers' working directory; by default the script's directory (as
+    /// php-fpm does for the script it runs).
+    pub cwd: Option<PathBuf>,
+    /// What a worker script that never completes its handshake should be
+    /// checked for, said in the boot error.
+    pub boot_hint: String,
     /// How long a worker may take from spawn to its ready handshake.
     pub boot_timeout: Duration,
     /// How long a request may wait for a free worker before it is refused.
@@ -57,6 +63,8 @@ impl PoolConfig {
             max_backoff: Duration::from_secs(5),
             batch_scheduling: true,
             pipelining: true,
+            cwd: None,
+            boot_hint: "does the script call Hearth\\Worker::serve()?".to_owned(),
         }
     }
 }

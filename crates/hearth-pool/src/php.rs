@@ -44,7 +44,7 @@ impl PhpInfo {
                 "cannot run PHP binary {}: {e}{}",
                 binary.display(),
                 if e.kind() == std::io::ErrorKind::NotFound {
-                    " (install php-cgi, e.g. `apt-get install php8.2-cgi`, or pass --php)"
+                    " (is PHP installed? e.g. `apt-get install php8.2-cgi php8.2-cli`; or pass --php)"
                 } else {
                     ""
                 }
@@ -146,7 +146,7 @@ pub(crate) fn worker_command(config: &PoolConfig, info: &PhpInfo) -> tokio::proc
     // Last, so that no configured variable can change them.
     cmd.env("HEARTH_PROTOCOL", hearth_proto::VERSION.to_string())
         .env("HEARTH_MAX_PAYLOAD", config.max_payload.to_string());
-    if let Some(dir) = config.script.parent() {
+    if let Some(dir) = config.cwd.as_deref().or(config.script.parent()) {
         cmd.current_dir(dir);
     }
     // Its own process group: a Ctrl-C in the terminal reaches Hearth, which

@@ -170,8 +170,9 @@ async fn boot(shared: &Shared) -> Result<(Worker, Child), Error> {
             Ok(Err(e)) if e.is_worker_lost() => String::new(),
             Ok(Err(e)) => format!("handshake failed: {e}"),
             Err(_) => format!(
-                "no ready handshake within {:?} (does the script call Hearth\\Worker::serve()?)",
-                config.boot_timeout
+                "no ready handshake within {:?} ({})",
+                config.boot_timeout,
+                config.boot_hint
             ),
         },
         _ = child.wait() => String::new(),

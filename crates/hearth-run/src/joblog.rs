@@ -51,6 +51,10 @@ impl JobLog {
             options.append(true);
         }
         let mut file = options.open(path)?;
+        let len = file.metadata()?.len();
+        if len > 0 && !truncate {
+            drop_torn_line(path, len)?;
+        }
         if file.metadata()?.len() == 0 {
             file.write_all(HEADER.as_bytes())?;
         }
@@ -93,6 +97,28 @@ impl JobLog {
         self.line.push('\n');
         self.file.write_all(self.line.as_bytes())
     }
+}
+
+/// Removes a last line without its newline, torn by a runner killed while
+/// writing it: the task it was about did not get logged as finished, and
+/// the next line must start on a line of its own.
+fn drop_torn_line(path: &Path, len: u64) -> std::io::Result<()> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    let mut file = OpenOptions::new().read(true).write(true).open(path)?;
+    // Lines are short; look back far enough for the longest command.
+    let tail_len = len.min(1 << 20);
+    file.seek(SeekFrom::Start(len - tail_len))?;
+    let mut tail = Vec::new();
+    file.read_to_end(&mut tail)?;
+    if tail.last() == Some(&b'\n') {
+        return Ok(());
+    }
+    let keep = match tail.iter().rposition(|b| *b == b'\n') {
+        Some(i) => len - tail_len + i as u64 + 1,
+        None if tail_len == len => 0,
+        None => return Ok(()),
+    };
+    file.set_len(keep)
 }
 
 /// Reads a job log: the tasks it lists, by sequence number (the last line
@@ -187,6 +213,27 @@ mod tests {
         .unwrap();
         let done = read(&path).unwrap();
         assert_eq!(done.keys().copied().collect::<Vec<_>>(), vec![1]);
+    }
+
+    #[test]
+    fn appending_after_a_torn_line_starts_a_line_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        std::fs::write(
+            &path,
+            format!("{HEADER}1\t:\t1\t1\t0\t0\t0\t0\ta\n2\t:\t1\t0.0"),
+        )
+        .unwrap();
+        JobLog::open(&path, false)
+            .unwrap()
+            .record(2, 5.0, 0.5, 0, 0, "b")
+            .unwrap();
+        let done = read(&path).unwrap();
+        assert_eq!(done.len(), 2);
+        assert!(done[&2].succeeded());
+        assert!(std::fs::read_to_string(&path)
+            .unwrap()
+            .ends_with("\t0\t0\tb\n"));
     }
 
     #[test]

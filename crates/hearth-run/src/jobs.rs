@@ -58,8 +58,9 @@ pub async fn run(
     let pid = lease.pid();
     let limit = task.timeout.or(options.timeout);
     let mut deadline = limit.map(|l| tokio::time::Instant::now() + l);
-    // Set once the runner has signalled the worker: which signal, and why.
-    let mut stopping: Option<(rustix::process::Signal, bool)> = None;
+    // Whether the runner has signalled the worker (SIGTERM first, SIGKILL
+    // `kill_after` later), for its time limit or because it was asked to.
+    let mut stopping = false;
     let mut interrupted = false;
     let result = loop {
         let until_deadline = async {
@@ -71,18 +72,16 @@ pub async fn run(
         tokio::select! {
             frame = lease.next() => break frame,
             () = until_deadline => {
-                let next = match stopping {
-                    None => rustix::process::Signal::TERM,
-                    Some(_) => rustix::process::Signal::KILL,
-                };
-                lease.signal(next);
-                stopping = Some((next, !interrupted));
-                deadline = Some(tokio::time::Instant::now() + options.kill_after);
-                if next == rustix::process::Signal::KILL {
+                if stopping {
+                    lease.signal(rustix::process::Signal::KILL);
                     deadline = None;
+                } else {
+                    lease.signal(rustix::process::Signal::TERM);
+                    stopping = true;
+                    deadline = Some(tokio::time::Instant::now() + options.kill_after);
                 }
             }
-            () = aborted(&mut abort), if !interrupted && stopping.is_none() => {
+            () = aborted(&mut abort), if !interrupted && !stopping => {
                 interrupted = true;
                 deadline = Some(tokio::time::Instant::now());
             }
@@ -97,13 +96,20 @@ pub async fn run(
                 frame.kind
             ))
         }
-        Err(e) => died(&lease, pid, e, limit, stopping.is_some() && !interrupted).await,
+        Err(e) if !e.is_worker_lost() => {
+            // Alive but talking nonsense: it is killed and replaced.
+            lease.poison();
+            failure(format!(
+                "the PHP worker (pid {pid}) broke the protocol while running the job ({e}); it is replaced"
+            ))
+        }
+        Err(e) => died(&lease, pid, e, limit, stopping && !interrupted).await,
     };
     outcome.worker = Some(pid);
     outcome.started = started;
     outcome.duration = clock.elapsed();
     outcome.interrupted = interrupted;
-    outcome.timed_out = stopping.is_some() && !interrupted;
+    outcome.timed_out = stopping && !interrupted;
     outcome
 }
 
@@ -113,6 +119,11 @@ fn decode(frame: &Frame) -> Outcome {
     let parsed = parsed.and_then(|f| {
         let json = f.get("json").cloned().unwrap_or_default();
         let output = f.get("output").cloned().unwrap_or_default();
+        // What the job printed, when more than one frame could carry.
+        let printed = f
+            .get_str("output_bytes")
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(output.len() as u64);
         #[derive(serde::Deserialize)]
         struct Reply<'a> {
             status: i32,
@@ -133,7 +144,7 @@ fn decode(frame: &Frame) -> Outcome {
             }),
             error: reply.error.map(|e| ErrorValue::Json(e.get().to_owned())),
             stdout: Captured {
-                total: output.len() as u64,
+                total: printed.max(output.len() as u64),
                 bytes: output.to_vec(),
             },
             ..Outcome::default()

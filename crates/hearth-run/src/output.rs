@@ -60,8 +60,20 @@ pub enum ErrorValue {
 }
 
 impl Outcome {
+    /// Exit status 0, in time, with no error. (A task can exit 0 from its
+    /// SIGTERM handler when its time is up: that is still a failure.)
     pub fn succeeded(&self) -> bool {
-        self.status == Some(0) && self.error.is_none()
+        self.status == Some(0) && self.error.is_none() && !self.timed_out
+    }
+
+    /// The job log's `Exitval`: the exit status, or -1 for a task that
+    /// failed without one (a signal, a timeout, a failure to start).
+    pub fn logged_exit(&self) -> i32 {
+        match self.status {
+            Some(0) if !self.succeeded() => -1,
+            Some(code) => code,
+            None => -1,
+        }
     }
 
     /// An attempt that never started.
@@ -141,12 +153,18 @@ pub fn write_skipped(out: &mut String, id: &str, seq: u64, status: i32, signal: 
     out.push_str("{\"id\":");
     out.push_str(id);
     let _ = write!(out, ",\"seq\":{seq},\"status\":");
+    if status < 0 {
+        // Logged without an exit status: killed, timed out or not started.
+        out.push_str("null");
+    } else {
+        let _ = write!(out, "{status}");
+    }
     if signal != 0 {
-        out.push_str("null,\"signal\":\"");
+        out.push_str(",\"signal\":\"");
         out.push_str(&signal_name(signal));
         out.push('"');
     } else {
-        let _ = write!(out, "{status},\"signal\":null");
+        out.push_str(",\"signal\":null");
     }
     out.push_str(",\"skipped\":true}\n");
 }

@@ -244,6 +244,7 @@ pub async fn run(config: RunConfig, input: Input) -> Result<Summary, String> {
     let (abort_tx, abort) = watch::channel(false);
     let mut sigint = signal(tokio::signal::unix::SignalKind::interrupt())?;
     let mut sigterm = signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut sighup = signal(tokio::signal::unix::SignalKind::hangup())?;
 
     let mut summary = Summary::default();
     let mut emitter = Emitter {
@@ -302,7 +303,7 @@ pub async fn run(config: RunConfig, input: Input) -> Result<Summary, String> {
                     continue;
                 }
                 if let Some(log) = &mut log {
-                    let (exit, signal) = (outcome.status.unwrap_or(-1), outcome.signal.unwrap_or(0));
+                    let (exit, signal) = (outcome.logged_exit(), outcome.signal.unwrap_or(0));
                     if let Err(e) = log.record(task.seq, outcome.started, outcome.duration.as_secs_f64(), exit, signal, &task.command_line()) {
                         progress.suspend(|| say!("hearth run: cannot write the job log {}: {e}", log.path().display()));
                     }
@@ -363,6 +364,9 @@ pub async fn run(config: RunConfig, input: Input) -> Result<Summary, String> {
             },
             _ = sigint.recv() => on_signal(libc_sig::INT, &mut summary, &mut starting, &abort_tx, running.len(), &progress),
             _ = sigterm.recv() => on_signal(libc_sig::TERM, &mut summary, &mut starting, &abort_tx, running.len(), &progress),
+            // A closed terminal: like SIGTERM, rather than dying with tasks
+            // left running and their results lost.
+            _ = sighup.recv() => on_signal(libc_sig::HUP, &mut summary, &mut starting, &abort_tx, running.len(), &progress),
         }
     }
     emitter.finish().await;
@@ -378,6 +382,7 @@ pub async fn run(config: RunConfig, input: Input) -> Result<Summary, String> {
 
 /// Signal numbers, for exit statuses and messages.
 mod libc_sig {
+    pub const HUP: i32 = 1;
     pub const INT: i32 = 2;
     pub const TERM: i32 = 15;
 }

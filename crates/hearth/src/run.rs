@@ -225,6 +225,11 @@ fn job_pool(
     // flight to the workers there are.
     pool.queue_timeout = Duration::from_secs(365 * 24 * 3600);
     pool.pipelining = false;
+    // Jobs see the directory `hearth run` was started in, as a script run
+    // from there would.
+    pool.cwd = Some(std::env::current_dir().context("the current directory")?);
+    pool.boot_hint =
+        "the bootstrap file has not returned: does it wait for a service or for input?".to_owned();
     Ok((pool, dir))
 }
 

@@ -29,7 +29,7 @@ final class JobRuntime
     private int $jobId = 0;
     private int $baseLevel = 0;
 
-    private function __construct(private readonly Channel $channel)
+    private function __construct(private readonly Channel $channel, private readonly int $maxPayload)
     {
     }
 
@@ -41,15 +41,16 @@ final class JobRuntime
     {
         $max = (int) getenv('HEARTH_MAX_PAYLOAD');
         // 64 MiB is the protocol's hard cap whatever Hearth asks for.
-        self::run(Channel::fromEnvironment($max > 0 ? min($max, 67108864) : 16777216));
+        $max = $max > 0 ? min($max, 67108864) : 16777216;
+        self::run(Channel::fromEnvironment($max), $max);
     }
 
     /**
      * Serves jobs until Hearth says stop. Call it after the app's bootstrap.
      */
-    public static function run(Channel $channel): void
+    public static function run(Channel $channel, int $maxPayload = 16777216): void
     {
-        $runtime = new self($channel);
+        $runtime = new self($channel, $maxPayload);
         $runtime->boot();
         try {
             while (($request = $channel->receive()) !== null) {
@@ -108,8 +109,8 @@ final class JobRuntime
             if (!is_callable($function)) {
                 throw new \BadFunctionCallException("{$function} is not callable (is it defined by the bootstrap?)");
             }
-            // call_user_func_array, not $function(...$args): the job's
-            // arguments are passed as any caller outside this file would.
+            // Called from this file, so arguments are checked as under
+            // strict_types: a JSON 1 is no string.
             $value = \call_user_func_array($function, $args);
             try {
                 $json = json_encode(['status' => 0, 'result' => $value], self::JSON);
@@ -140,10 +141,31 @@ final class JobRuntime
         while (ob_get_level() < $this->baseLevel) {
             ob_start();
         }
+        // One frame carries the result: what does not fit in Hearth's
+        // payload limit is cut (the output) or refused (the value).
+        $room = $this->maxPayload - 64;
+        if (strlen($json) > $room) {
+            $json = self::failure([
+                'class' => \LengthException::class,
+                'message' => sprintf(
+                    'the job returned %d bytes of JSON, more than the %d a result may carry',
+                    strlen($json),
+                    $room,
+                ),
+                'code' => 0,
+                'file' => '',
+                'line' => 0,
+                'trace' => '',
+            ]);
+        }
+        $printed = strlen($output);
+        if ($printed > $room - strlen($json)) {
+            $output = substr($output, 0, max(0, $room - strlen($json)));
+        }
         $this->channel->send(Frame::encode(
             Frame::RESULT,
             $this->jobId,
-            Frame::fields(['json' => $json, 'output' => $output]),
+            Frame::fields(['json' => $json, 'output' => $output, 'output_bytes' => $printed]),
             $flags,
         ));
     }
