@@ -295,7 +295,10 @@ final class TaskRunner
                     'hearth run reported a job that was not sent: ' . json_encode($id)
                 );
             }
-            $results[$id] = $result['status'] === 0 ? ($result['result'] ?? null) : JobError::fromResult($result);
+            // A job stopped for its timeout failed, even if it then returned.
+            $results[$id] = $result['status'] === 0 && empty($result['timed_out'])
+                ? ($result['result'] ?? null)
+                : JobError::fromResult($result);
         });
         return $results;
     }

@@ -683,11 +683,14 @@ final class TaskRunnerTest extends TestCase
         $results = TaskRunner::map(self::JOBS, self::NS . 'behave', [
             'slow' => ['sleep', 30],
             'fast' => ['return', 'fast'],
-        ], 2, timeout: 0.5);
+            'outlast' => ['outlast'],
+        ], 3, timeout: 0.5);
 
         self::assertSame('fast', $results['fast']);
         self::assertInstanceOf(JobError::class, $results['slow']);
         self::assertTrue($results['slow']->timedOut);
+        self::assertInstanceOf(JobError::class, $results['outlast'], 'returning after the time limit is too late');
+        self::assertTrue($results['outlast']->timedOut);
     }
 
     public function testCallingAFunctionThatDoesNotExistGivesAJobError(): void
