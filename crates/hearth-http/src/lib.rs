@@ -5,12 +5,20 @@
 //! that nginx and php-fpm would give it, handed to one warm worker from the
 //! pool, and the worker's response is sent back: whole when the app
 //! produced it at once, streamed when the app flushed along the way.
+//!
+//! With a document root, GET and HEAD requests for files under it are
+//! answered from disk first (`static_files`), and compressible responses
+//! are gzip- or brotli-encoded for clients that accept it (`compress`).
 
 mod body;
 mod cgi;
+mod compress;
+mod framing;
+mod guard;
 mod response;
 mod server;
+mod static_files;
 
 pub use cgi::Script;
-pub use response::{ResponseBody, StreamError};
+pub use response::{ReaderBody, ResponseBody, StreamError};
 pub use server::{serve, ServeConfig};

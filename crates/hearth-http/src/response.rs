@@ -4,6 +4,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
+use futures_util::Stream;
 use hearth_pool::{Error as PoolError, Lease};
 use hearth_proto::message::ResponseHead;
 use hearth_proto::{flags, Frame, Kind};
@@ -11,7 +12,9 @@ use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, Method, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::{Body, Frame as BodyFrame, SizeHint};
+use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
+use tokio_util::io::ReaderStream;
 
 /// The body of a response: whole when the worker produced it at once,
 /// streamed when the app flushed output along the way.
@@ -19,6 +22,34 @@ use tokio::sync::mpsc;
 pub enum ResponseBody {
     Full(Full<Bytes>),
     Stream(mpsc::Receiver<Result<Bytes, StreamError>>),
+    /// Read chunk by chunk from a file or through a compressor, so large
+    /// files never sit in memory whole.
+    Reader(ReaderBody),
+}
+
+/// A body read from an [`AsyncRead`](tokio::io::AsyncRead) (a static file,
+/// possibly through an encoder).
+pub struct ReaderBody {
+    stream: ReaderStream<Pin<Box<dyn AsyncRead + Send>>>,
+    /// The length, when known in advance (an uncompressed file).
+    len: Option<u64>,
+}
+
+impl ReaderBody {
+    /// Reads in chunks of at most 64 KiB; `len` is the length if known.
+    pub(crate) fn new(reader: impl AsyncRead + Send + 'static, len: Option<u64>) -> ReaderBody {
+        let reader: Pin<Box<dyn AsyncRead + Send>> = Box::pin(reader);
+        ReaderBody {
+            stream: ReaderStream::with_capacity(reader, 64 << 10),
+            len,
+        }
+    }
+}
+
+impl std::fmt::Debug for ReaderBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReaderBody")
+    }
 }
 
 impl ResponseBody {
@@ -59,12 +90,21 @@ impl Body for ResponseBody {
             ResponseBody::Stream(rx) => rx
                 .poll_recv(cx)
                 .map(|chunk| chunk.map(|r| r.map(BodyFrame::data))),
+            ResponseBody::Reader(reader) => {
+                Pin::new(&mut reader.stream).poll_next(cx).map(|chunk| {
+                    chunk.map(|r| {
+                        r.map(BodyFrame::data)
+                            .map_err(|e| StreamError(e.to_string()))
+                    })
+                })
+            }
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
             ResponseBody::Full(full) => full.is_end_stream(),
+            ResponseBody::Reader(reader) => reader.len == Some(0),
             ResponseBody::Stream(_) => false,
         }
     }
@@ -72,7 +112,8 @@ impl Body for ResponseBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             ResponseBody::Full(full) => full.size_hint(),
-            ResponseBody::Stream(_) => SizeHint::default(),
+            ResponseBody::Reader(ReaderBody { len: Some(n), .. }) => SizeHint::with_exact(*n),
+            ResponseBody::Stream(_) | ResponseBody::Reader(_) => SizeHint::default(),
         }
     }
 }
@@ -299,4 +340,33 @@ pub(crate) fn error_page(status: StatusCode) -> Response<ResponseBody> {
         HeaderValue::from_static("text/html"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// PHP's header() refuses CR, LF and NUL, but a worker is not trusted
+    /// to have used it: such a header must never reach the client, where
+    /// it could split the response.
+    #[test]
+    fn headers_with_cr_lf_or_nul_are_dropped() {
+        let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
+        let head = ResponseHead {
+            status: 200,
+            headers: vec![
+                (b("X-Cr"), b("a\rb")),
+                (b("X-Lf"), b("a\r\nSet-Cookie: evil=1")),
+                (b("X-Nul"), b("a\0b")),
+                (b("X\rName"), b("v")),
+                (b("X-Fine"), b("ok")),
+            ],
+            invalid: vec![],
+        };
+        let mut response = Response::new(ResponseBody::empty());
+        let status = apply_head(head, &Method::GET, &mut response, 1);
+        assert_eq!(status, StatusCode::OK);
+        let names: Vec<&str> = response.headers().keys().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["x-fine"]);
+    }
 }

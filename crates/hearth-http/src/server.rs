@@ -2,6 +2,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -18,7 +19,10 @@ use tokio::net::TcpListener;
 
 use crate::body::{self, BodyError, UploadSettings};
 use crate::cgi::{self, Connection, Script, ServerInfo};
+use crate::framing::Limits;
+use crate::guard::{self, GuardedIo, Timeouts, Tracked};
 use crate::response::{self, ResponseBody};
+use crate::{compress, static_files};
 
 /// How the HTTP front behaves.
 #[derive(Debug, Clone)]
@@ -27,11 +31,38 @@ pub struct ServeConfig {
     pub script: Script,
     /// `SERVER_NAME`.
     pub server_name: String,
+    /// Document root for static files: absolute, symlinks resolved. A GET
+    /// or HEAD for a file under it is answered from disk; everything else
+    /// goes to PHP. None: every request goes to PHP.
+    pub root: Option<PathBuf>,
+    /// Compress responses on the fly (gzip, brotli) for clients that
+    /// accept it: static files, and whole PHP responses.
+    pub compression: bool,
     /// `SERVER_SOFTWARE`.
     pub server_software: String,
     /// Largest request body accepted; larger ones get 413 before any worker
     /// is involved.
     pub max_body_size: u64,
+    /// Longest request line (without its CRLF); a longer one gets 414.
+    pub max_request_line: usize,
+    /// Largest header section (all header lines, CRLFs included); a larger
+    /// one gets 431.
+    pub max_header_size: usize,
+    /// Most header lines in a request; more get 431.
+    pub max_headers: usize,
+    /// How long a client has to send a whole request head, from its first
+    /// byte (on a new connection, from the accept): 408 when a head has
+    /// started, a quiet close when nothing came. A slowloris cannot hold a
+    /// connection longer.
+    pub header_timeout: Duration,
+    /// Longest pause while a request body arrives: 408.
+    pub body_timeout: Duration,
+    /// How long a connection may stay idle between requests before it is
+    /// closed. Zero turns keep-alive off.
+    pub keep_alive_timeout: Duration,
+    /// Most connections open at once. Beyond it Hearth stops accepting:
+    /// new connections wait in the listen backlog until one closes.
+    pub max_connections: usize,
     /// Request bodies travel to workers in frames of at most this size.
     pub body_chunk: usize,
     /// Seconds announced in `Retry-After` when no worker is available.
@@ -39,6 +70,11 @@ pub struct ServeConfig {
     /// After shutdown is triggered, how long in-flight requests have to
     /// complete before their connections are dropped.
     pub grace_period: Duration,
+    /// A hard limit on how long a worker may take over a request, from the
+    /// moment it has it to the end of the response: past it the worker is
+    /// stopped (SIGTERM, then SIGKILL) and replaced, and the client gets
+    /// 504 (or, mid-stream, a cut connection). None: no limit.
+    pub request_timeout: Option<Duration>,
 }
 
 impl ServeConfig {
@@ -46,11 +82,21 @@ impl ServeConfig {
         ServeConfig {
             script,
             server_name: "localhost".into(),
+            root: None,
+            compression: true,
             server_software: concat!("hearth/", env!("CARGO_PKG_VERSION")).into(),
             max_body_size: 8 << 20,
+            max_request_line: 8 << 10,
+            max_header_size: 32 << 10,
+            max_headers: 100,
+            header_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(60),
+            keep_alive_timeout: Duration::from_secs(75),
+            max_connections: 10_000,
             body_chunk: 1 << 20,
             retry_after: 1,
             grace_period: Duration::from_secs(30),
+            request_timeout: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -80,8 +126,32 @@ pub async fn serve(
         pool,
         config,
     });
+    let config = &app.config;
+    let limits = Limits {
+        request_line: config.max_request_line,
+        header_size: config.max_header_size,
+        headers: config.max_headers,
+    };
+    let timeouts = Timeouts {
+        header: config.header_timeout,
+        body: config.body_timeout,
+        keep_alive: config.keep_alive_timeout,
+    };
     let mut builder = http1::Builder::new();
-    builder.timer(TokioTimer::new()).keep_alive(true);
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive(!config.keep_alive_timeout.is_zero())
+        // The guard below enforces the head limits and timeouts; hyper's
+        // own are a backstop that must not be the tighter ones.
+        .header_read_timeout(
+            config.keep_alive_timeout.max(config.header_timeout) + config.header_timeout,
+        )
+        .max_buf_size((limits.request_line + limits.header_size + 1024).max(400 << 10));
+    if config.max_headers > 100 {
+        // Up to 100 hyper keeps headers on the stack.
+        builder.max_headers(config.max_headers);
+    }
+    let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
     // Connection tasks, so that those still open when the grace period
     // ends can be closed.
@@ -90,7 +160,7 @@ pub async fn serve(
     loop {
         tokio::select! {
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
-            accepted = listener.accept() => {
+            (slot, accepted) = accept(&listener, &slots) => {
                 let (stream, remote) = match accepted {
                     Ok(pair) => pair,
                     Err(e) => {
@@ -108,12 +178,27 @@ pub async fn serve(
                 };
                 let conn = Arc::new(Connection::new(remote, local, false));
                 let app = app.clone();
-                let service = service_fn(move |req| handle(req, app.clone(), conn.clone()));
-                let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+                let shared = Arc::new(guard::Shared::default());
+                let io = GuardedIo::new(stream, limits, timeouts, shared.clone(), remote);
+                let service = service_fn(move |mut req: Request<Incoming>| {
+                    let (app, conn, shared) = (app.clone(), conn.clone(), shared.clone());
+                    async move {
+                        let (in_flight, refused) = shared.begin();
+                        if let Some(status) = refused {
+                            let response = closing(response::error_page(status));
+                            return Ok::<_, Infallible>(response.map(|b| Tracked::new(b, in_flight)));
+                        }
+                        req.extensions_mut().insert(shared);
+                        let response = handle(req, app, conn).await?;
+                        Ok(response.map(|b| Tracked::new(b, in_flight)))
+                    }
+                });
+                let connection = graceful.watch(builder.serve_connection(TokioIo::new(io), service));
                 connections.spawn(async move {
                     if let Err(e) = connection.await {
                         tracing::debug!(%remote, "connection ended: {e}");
                     }
+                    drop(slot);
                 });
             }
             _ = &mut shutdown => break,
@@ -134,6 +219,33 @@ pub async fn serve(
     Ok(())
 }
 
+/// Takes a connection slot, then a connection. With every slot taken,
+/// nothing is accepted: new connections wait in the listen backlog.
+async fn accept(
+    listener: &TcpListener,
+    slots: &Arc<tokio::sync::Semaphore>,
+) -> (
+    Option<tokio::sync::OwnedSemaphorePermit>,
+    std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>,
+) {
+    let slot = match slots.clone().try_acquire_owned() {
+        Ok(slot) => Some(slot),
+        Err(_) => {
+            tracing::warn!("max_connections reached: new connections wait until one closes");
+            slots.clone().acquire_owned().await.ok()
+        }
+    };
+    (slot, listener.accept().await)
+}
+
+/// A response after which the connection is closed.
+fn closing(mut response: Response<ResponseBody>) -> Response<ResponseBody> {
+    response
+        .headers_mut()
+        .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
 async fn handle(
     req: Request<Incoming>,
     app: Arc<App>,
@@ -142,6 +254,12 @@ async fn handle(
     let now = SystemTime::now();
     let (parts, incoming) = req.into_parts();
     let config = &app.config;
+
+    if let Some(root) = &config.root {
+        if let Some(response) = static_files::respond(root, config.compression, &parts).await {
+            return Ok(response);
+        }
+    }
 
     if let Some(declared) = parts
         .headers
@@ -172,13 +290,22 @@ async fn handle(
             Err(BodyError::TooLarge) => {
                 return Ok(response::error_page(StatusCode::PAYLOAD_TOO_LARGE))
             }
+            // The rest of the body is not read, so the connection cannot
+            // carry another request: close it after the answer.
             Err(BodyError::Malformed(why)) => {
                 tracing::debug!("bad request body: {why}");
-                return Ok(response::error_page(StatusCode::BAD_REQUEST));
+                return Ok(closing(response::error_page(StatusCode::BAD_REQUEST)));
             }
             Err(BodyError::Io(why)) => {
+                // Refused by the connection guard (400), stalled (408), or
+                // the client went away (nobody reads the answer).
+                let status = parts
+                    .extensions
+                    .get::<Arc<guard::Shared>>()
+                    .and_then(|g| g.body_refusal())
+                    .unwrap_or(StatusCode::BAD_REQUEST);
                 tracing::debug!("request body not received: {why}");
-                return Ok(response::error_page(StatusCode::BAD_REQUEST));
+                return Ok(closing(response::error_page(status)));
             }
         }
     };
@@ -203,13 +330,19 @@ async fn handle(
     // $_SERVER is about 1.5 KB; the length only decides whether the request
     // is small enough to be queued behind another.
     let len = 2048 + request_body.raw.len() + request_body.form.as_ref().map_or(0, |f| f.len());
-    let lease = match app.pool.dispatch(len, encode).await {
+    let mut lease = match app.pool.dispatch(len, encode).await {
         Ok(lease) => lease,
         Err(e) => return Ok(failure(&e, config)),
     };
+    if let Some(limit) = config.request_timeout {
+        lease.set_deadline(tokio::time::Instant::now() + limit);
+    }
     let pid = lease.pid();
     let keep: response::Keep = Box::new(request_body.uploads);
     match response::read(lease, &parts.method, keep).await {
+        Ok(response) if config.compression => {
+            Ok(compress::php_response(response, &parts.method, &parts.headers).await)
+        }
         Ok(response) => Ok(response),
         Err(e) => {
             tracing::error!(pid, method = %parts.method, uri = %parts.uri, "{e}");
@@ -230,6 +363,9 @@ fn exceeds_post_max(parts: &http::request::Parts, settings: &UploadSettings) -> 
 }
 
 fn failure(e: &hearth_pool::Error, config: &ServeConfig) -> Response<ResponseBody> {
+    if e.is_timed_out() {
+        return response::error_page(StatusCode::GATEWAY_TIMEOUT);
+    }
     if e.is_unavailable() {
         tracing::warn!("503: {e}");
         let mut response = response::error_page(StatusCode::SERVICE_UNAVAILABLE);

@@ -10,8 +10,16 @@ pub struct PoolConfig {
     pub php: PathBuf,
     /// The worker script, as an absolute path.
     pub script: PathBuf,
-    /// Worker processes to keep running.
+    /// Worker processes at most (`max_workers`).
     pub workers: usize,
+    /// Worker processes always running; between this and `workers`, extra
+    /// workers start when requests have to wait for one and stop after
+    /// `scale_down_after` idle. Equal to `workers` (the default): a fixed
+    /// pool.
+    pub min_workers: usize,
+    /// How long an extra worker (beyond `min_workers`) may stay idle
+    /// before it is stopped.
+    pub scale_down_after: Duration,
     /// Extra `-d name=value` settings for every worker.
     pub ini: Vec<(String, String)>,
     /// Extra environment variables for every worker.
@@ -44,6 +52,17 @@ pub struct PoolConfig {
     /// preempt the server mid-work, which saves a context switch per request
     /// under load. Fairness and priority are unchanged.
     pub batch_scheduling: bool,
+    /// Requests a worker serves before it is replaced (0: no limit). Each
+    /// worker's own limit is up to 10% higher, so that workers started
+    /// together are not all replaced together.
+    pub max_requests: u64,
+    /// Resident memory (bytes) past which a worker is replaced after its
+    /// request (0: no limit). Read every few requests, not after each.
+    pub max_memory: u64,
+    /// Age past which a worker is replaced, between requests.
+    pub ttl: Option<Duration>,
+    /// Time idle past which a worker is replaced by a fresh one.
+    pub idle_ttl: Option<Duration>,
 }
 
 impl PoolConfig {
@@ -53,6 +72,8 @@ impl PoolConfig {
             php: php.into(),
             script: script.into(),
             workers,
+            min_workers: workers,
+            scale_down_after: Duration::from_secs(10),
             ini: Vec::new(),
             env: Vec::new(),
             boot_timeout: Duration::from_secs(60),
@@ -63,6 +84,10 @@ impl PoolConfig {
             max_backoff: Duration::from_secs(5),
             batch_scheduling: true,
             pipelining: true,
+            max_requests: 0,
+            max_memory: 0,
+            ttl: None,
+            idle_ttl: None,
             cwd: None,
             boot_hint: "does the script call Hearth\\Worker::serve()?".to_owned(),
         }

@@ -34,6 +34,12 @@ pub(crate) const QUEUE_MAX_BYTES: usize = 64 * 1024;
 /// Idle workers older than this are checked before being handed a request.
 const IDLE_CHECK_AFTER: Duration = Duration::from_millis(1);
 
+/// With `max_memory`, a worker's memory is read after this many requests
+/// or this long, whichever comes first: a few syscalls per check, not per
+/// request, and a worker leaking a megabyte a request overshoots by a few.
+const MEMORY_CHECK_REQUESTS: u64 = 4;
+const MEMORY_CHECK_INTERVAL: Duration = Duration::from_millis(500);
+
 /// The idle workers and the requests waiting for one.
 #[derive(Debug, Default)]
 pub(crate) struct Dispatch {
@@ -72,6 +78,13 @@ enum Assignment {
 /// nobody waits (always, on a server that is not saturated).
 #[derive(Debug, Default)]
 pub(crate) struct WaiterCount(AtomicUsize);
+
+impl WaiterCount {
+    /// Requests waiting in line now.
+    pub fn load(&self) -> usize {
+        self.0.load(Ordering::Acquire)
+    }
+}
 
 impl Shared {
     fn dispatch(&self) -> std::sync::MutexGuard<'_, Dispatch> {
@@ -252,6 +265,10 @@ async fn assign(
             d.waiters.push_back(waiter);
         }
         pool.set_waiting(&d);
+        // Every worker is busy: an extra one starts now, if the pool may grow.
+        if pool.dormant.load(Ordering::Acquire) > 0 {
+            pool.grow.notify_one();
+        }
         (id, rx)
     };
     let mut guard = AssignGuard { pool, rx };
@@ -290,7 +307,12 @@ fn offer_queue(pool: &Arc<Shared>, link: &Arc<WorkerShared>) {
     }
     let mut d = pool.dispatch();
     let mut l = link.link();
-    if !l.busy || l.queued.is_some() || link.retire_mode() != Retire::No || link.is_dead() {
+    if !l.busy
+        || l.queued.is_some()
+        || link.retire_mode() != Retire::No
+        || link.is_dead()
+        || link.recycle_due()
+    {
         return;
     }
     while let Some(at) = d.waiters.iter().position(|w| w.queueable) {
@@ -325,6 +347,18 @@ fn offer_queue(pool: &Arc<Shared>, link: &Arc<WorkerShared>) {
 /// A worker whose request has ended: to the request queued behind it, to
 /// the first request in line, to the idle stack, or stopped.
 fn release(pool: &Arc<Shared>, mut worker: Worker) {
+    // A worker past a lifecycle limit is replaced, but only when no
+    // request has been queued behind it: that one may already be in the
+    // worker's channel and must run there (it runs, then the worker goes).
+    let worn = worker.shared.recycle_due()
+        || match worn_out(pool, &mut worker) {
+            Some(why) => {
+                tracing::info!(pid = worker.pid(), "replacing the worker: {why}");
+                worker.shared.mark_recycle();
+                true
+            }
+            None => false,
+        };
     let queued = {
         let mut l = worker.shared.link();
         let queued = l.queued.take();
@@ -353,7 +387,7 @@ fn release(pool: &Arc<Shared>, mut worker: Worker) {
             Err(Handover::Lost) => unreachable!("a worker was sent"),
         }
     }
-    if pool.stopping.load(Ordering::Acquire) {
+    if pool.stopping.load(Ordering::Acquire) || worn {
         stop_worker(&worker);
         return;
     }
@@ -374,7 +408,128 @@ fn release(pool: &Arc<Shared>, mut worker: Worker) {
         }
     }
     pool.set_waiting(&d);
+    // Marked for replacement (a reload) since the check above.
+    if worker.shared.recycle_due() {
+        drop(d);
+        stop_worker(&worker);
+        return;
+    }
     d.idle.push(worker);
+}
+
+/// Replaces a worker after its current request, or now if it is idle.
+pub(crate) fn retire_worker(pool: &Arc<Shared>, link: &Arc<WorkerShared>) {
+    link.mark_recycle();
+    let idle = {
+        let mut d = pool.dispatch();
+        let at = d.idle.iter().position(|w| Arc::ptr_eq(&w.shared, link));
+        at.map(|at| d.idle.remove(at))
+    };
+    if let Some(worker) = idle {
+        stop_worker(&worker);
+    }
+}
+
+/// Why a worker that has just finished a request should be replaced, if
+/// it should: `max_requests`, `ttl`, `max_memory`.
+fn worn_out(pool: &Shared, worker: &mut Worker) -> Option<String> {
+    let config = &pool.config;
+    if worker.served >= worker.request_limit {
+        return Some(format!(
+            "it served {} requests (max_requests)",
+            worker.served
+        ));
+    }
+    if let Some(ttl) = config.ttl {
+        if worker.started.elapsed() >= ttl {
+            return Some(format!("it is older than {ttl:?} (ttl)"));
+        }
+    }
+    if config.max_memory > 0 {
+        let (at, served) = worker.memory_checked;
+        if worker.served - served >= MEMORY_CHECK_REQUESTS || at.elapsed() >= MEMORY_CHECK_INTERVAL
+        {
+            worker.memory_checked = (Instant::now(), worker.served);
+            if let Some(rss) = resident_memory(worker.pid()) {
+                if rss >= config.max_memory {
+                    return Some(format!(
+                        "it uses {} MiB, over {} MiB (max_memory)",
+                        rss >> 20,
+                        config.max_memory >> 20
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A process's resident memory in bytes, from `/proc/PID/statm`.
+fn resident_memory(pid: u32) -> Option<u64> {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * rustix::param::page_size() as u64)
+}
+
+/// Replaces idle workers past `idle_ttl` or `ttl`, for a pool that has
+/// either: they would otherwise wait for a request to be checked.
+pub(crate) async fn sweep_idle(pool: Arc<Shared>) {
+    let config = &pool.config;
+    let extra_slots = config.min_workers < pool.slots.len();
+    let shortest = [
+        config.idle_ttl,
+        config.ttl,
+        extra_slots.then_some(config.scale_down_after),
+    ]
+    .into_iter()
+    .flatten()
+    .min()
+    .unwrap_or(Duration::from_secs(1));
+    let period = (shortest / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if pool.stopping.load(Ordering::Acquire) {
+            return;
+        }
+        let mut expired = Vec::new();
+        let mut unneeded = Vec::new();
+        {
+            let mut d = pool.dispatch();
+            for w in std::mem::take(&mut d.idle) {
+                if w.shared.extra.load(Ordering::Acquire)
+                    && w.idle_since.elapsed() >= config.scale_down_after
+                {
+                    unneeded.push(w);
+                } else if config.idle_ttl.is_some_and(|t| w.idle_since.elapsed() >= t)
+                    || config.ttl.is_some_and(|t| w.started.elapsed() >= t)
+                {
+                    expired.push(w);
+                } else {
+                    d.idle.push(w);
+                }
+            }
+        }
+        for worker in expired {
+            tracing::info!(
+                pid = worker.pid(),
+                "replacing the worker: idle past idle_ttl, or past ttl"
+            );
+            worker.shared.mark_recycle();
+            stop_worker(&worker);
+        }
+        for worker in unneeded {
+            tracing::info!(
+                pid = worker.pid(),
+                "stopping an extra worker idle for {:?} (scale_down_after)",
+                config.scale_down_after
+            );
+            worker.shared.shrunk.store(true, Ordering::Release);
+            worker.shared.mark_recycle();
+            stop_worker(&worker);
+        }
+    }
 }
 
 /// Reads and discards the response to request `id`, then releases the worker.
@@ -465,6 +620,10 @@ pub struct Lease {
     /// The response ended but the request goes on (`flags::DETACHED`).
     detached: bool,
     broken: bool,
+    /// When the request's time is up (see [`Lease::set_deadline`]).
+    deadline: Option<tokio::time::Instant>,
+    /// The worker ran past the deadline: SIGTERM, then SIGKILL.
+    overran: bool,
 }
 
 impl Lease {
@@ -477,6 +636,34 @@ impl Lease {
             in_flight: true,
             detached: false,
             broken: false,
+            deadline: None,
+            overran: false,
+        }
+    }
+
+    /// Gives the request a hard time limit: a frame that has not arrived
+    /// by `at` fails with a timed-out error, and the worker is stopped
+    /// (SIGTERM, then SIGKILL after the kill timeout) and replaced.
+    pub fn set_deadline(&mut self, at: tokio::time::Instant) {
+        self.deadline = Some(at);
+    }
+
+    /// Reads the next frame, within the deadline if there is one.
+    async fn read(&mut self) -> Result<Frame, Error> {
+        let worker = self.worker.as_mut().expect("lease holds a worker");
+        let Some(at) = self.deadline else {
+            return worker.read_frame().await;
+        };
+        match tokio::time::timeout_at(at, worker.read_frame()).await {
+            Ok(result) => result,
+            Err(_) => {
+                self.overran = true;
+                self.broken = true;
+                Err(Error::timed_out(format!(
+                    "worker {} did not finish the request in time; stopping it",
+                    self.pid()
+                )))
+            }
         }
     }
 
@@ -502,8 +689,13 @@ impl Lease {
     /// reports are logged on the way and not returned.
     pub async fn next(&mut self) -> Result<Frame, Error> {
         loop {
-            let worker = self.worker.as_mut().expect("lease holds a worker");
-            let result = worker.read_frame().await;
+            if self.overran {
+                return Err(Error::timed_out("the request already ran out of time"));
+            }
+            let result = self.read().await;
+            if self.overran {
+                return result;
+            }
             if let Some(frame) = self.accept(result)? {
                 return Ok(frame);
             }
@@ -603,12 +795,20 @@ impl Drop for Lease {
         let Some(worker) = self.worker.take() else {
             return;
         };
+        if self.overran {
+            worker.shared.retire(Retire::Terminate);
+            worker.shared.fail_queued();
+            return;
+        }
         if self.broken || !self.sent {
             worker.shared.retire(Retire::Now);
             worker.shared.fail_queued();
             return;
         }
-        if matches!(worker.shared.retire_mode(), Retire::Graceful | Retire::Now) {
+        if matches!(
+            worker.shared.retire_mode(),
+            Retire::Graceful | Retire::Terminate | Retire::Now
+        ) {
             // Exiting by itself (CLOSE); its supervisor replaces it, and
             // the request queued behind goes elsewhere.
             worker.shared.fail_queued();

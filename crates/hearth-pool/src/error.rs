@@ -28,6 +28,9 @@ enum Kind {
     Io(io::Error),
     /// A worker did not complete its handshake.
     Boot(String),
+    /// The worker did not finish the request within its time limit; it is
+    /// being stopped and replaced.
+    TimedOut(String),
 }
 
 impl Error {
@@ -40,6 +43,12 @@ impl Error {
     pub(crate) fn worker_lost(why: impl Into<String>) -> Self {
         Error {
             kind: Kind::WorkerLost(why.into()),
+        }
+    }
+
+    pub(crate) fn timed_out(why: impl Into<String>) -> Self {
+        Error {
+            kind: Kind::TimedOut(why.into()),
         }
     }
 
@@ -57,6 +66,11 @@ impl Error {
     /// The worker died or hung up while handling the request.
     pub fn is_worker_lost(&self) -> bool {
         matches!(self.kind, Kind::WorkerLost(_))
+    }
+
+    /// The worker ran past the request's time limit (a 504).
+    pub fn is_timed_out(&self) -> bool {
+        matches!(self.kind, Kind::TimedOut(_))
     }
 
     /// The worker broke the protocol.
@@ -96,6 +110,7 @@ impl fmt::Display for Error {
             Kind::Protocol(e) => write!(f, "worker protocol error: {e}"),
             Kind::Io(e) => write!(f, "{e}"),
             Kind::Boot(why) => write!(f, "{why}"),
+            Kind::TimedOut(why) => write!(f, "request timed out: {why}"),
         }
     }
 }

@@ -40,8 +40,14 @@ pub(crate) struct Shared {
     pub ready: Mutex<Option<Arc<Ready>>>,
     pub ready_notify: Notify,
     supervisors: Mutex<Vec<JoinHandle<()>>>,
+    /// Held while a reload runs: one at a time.
+    reloading: tokio::sync::Mutex<()>,
     pub restarts: AtomicU64,
     pub started: AtomicU64,
+    /// Slots beyond `min_workers` with no worker, waiting for demand.
+    pub dormant: AtomicUsize,
+    /// Wakes a dormant slot: a request had to wait for a worker.
+    pub grow: Notify,
     /// Where workers' response FIFOs are made; none when workers use
     /// sockets (see [`crate::PhpInfo::open_basedir`]).
     fifo_dir: Option<tempfile::TempDir>,
@@ -59,7 +65,8 @@ impl Shared {
     /// Why waiting for a worker is pointless: every slot is failing to boot.
     pub fn hopeless(&self) -> Option<String> {
         let failing = self.failing.load(Ordering::Acquire);
-        if failing > 0 && failing >= self.slots.len() {
+        let active = self.slots.len() - self.dormant.load(Ordering::Acquire).min(self.slots.len());
+        if failing > 0 && failing >= active {
             let last = lock(&self.last_boot_error).clone().unwrap_or_default();
             return Some(format!("workers are failing to boot: {last}"));
         }
@@ -135,15 +142,24 @@ impl Pool {
             ready: Mutex::new(None),
             ready_notify: Notify::new(),
             supervisors: Mutex::new(Vec::new()),
+            reloading: tokio::sync::Mutex::new(()),
             restarts: AtomicU64::new(0),
             started: AtomicU64::new(0),
+            dormant: AtomicUsize::new(0),
+            grow: Notify::new(),
             fifo_dir,
             fifos: AtomicU64::new(0),
             config,
         });
-        let handles = (0..workers)
+        let mut handles: Vec<_> = (0..workers)
             .map(|slot| tokio::spawn(supervise(shared.clone(), slot)))
             .collect();
+        if shared.config.idle_ttl.is_some()
+            || shared.config.ttl.is_some()
+            || shared.config.min_workers < workers
+        {
+            handles.push(tokio::spawn(dispatch::sweep_idle(shared.clone())));
+        }
         *lock(&shared.supervisors) = handles;
         Ok(Pool { shared })
     }
@@ -170,10 +186,11 @@ impl Pool {
         loop {
             let notified = self.shared.ready_notify.notified();
             let status = self.status();
-            if status.live >= status.workers {
+            let wanted = status.workers.min(self.shared.config.min_workers.max(1));
+            if status.live >= wanted {
                 return true;
             }
-            if status.live + status.failing >= status.workers && status.failing > 0 {
+            if status.live + status.failing >= wanted && status.failing > 0 {
                 return false;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
@@ -220,6 +237,69 @@ impl Pool {
         encode: impl Fn(&mut BytesMut, u32),
     ) -> Result<Lease, Error> {
         dispatch::dispatch(&self.shared, len, encode).await
+    }
+
+    /// Replaces every worker with one running the code as it is now,
+    /// without dropping a request.
+    ///
+    /// A trial worker boots first: if it fails (the new code is broken),
+    /// the running workers are left alone and keep serving, and the error
+    /// is returned. Then the workers are replaced one slot at a time: each
+    /// finishes its current request, and the next slot's turn comes once
+    /// the replacement is ready, so at most one slot is ever out. A reload
+    /// asked for while one runs waits for it.
+    pub async fn reload(&self) -> Result<(), Error> {
+        let s = &self.shared;
+        let _one_at_a_time = s.reloading.lock().await;
+        if s.stopping.load(Ordering::Acquire) {
+            return Err(Error::unavailable("the pool is stopping"));
+        }
+        let (trial, mut child) = crate::supervisor::boot(s).await?;
+        dispatch::stop_worker(&trial);
+        if tokio::time::timeout(s.config.stop_timeout, child.wait())
+            .await
+            .is_err()
+        {
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+        }
+        drop(trial);
+        for slot in &s.slots {
+            let Some(old) = lock(slot).clone() else {
+                // Booting or failing to: it gets the new code anyway.
+                continue;
+            };
+            dispatch::retire_worker(s, &old);
+            let deadline = tokio::time::Instant::now()
+                + s.config.stop_timeout
+                + s.config.kill_timeout
+                + s.config.boot_timeout;
+            loop {
+                let notified = s.ready_notify.notified();
+                let current = lock(slot).clone();
+                if current
+                    .as_ref()
+                    .is_some_and(|w| w.pid != old.pid && !w.is_dead())
+                {
+                    break;
+                }
+                if s.stopping.load(Ordering::Acquire) {
+                    return Err(Error::unavailable("the pool is stopping"));
+                }
+                if current.is_none() && s.failing.load(Ordering::Acquire) > 0 {
+                    return Err(Error::boot(format!(
+                        "a new worker failed to boot during the reload; the workers not yet replaced keep serving: {}",
+                        self.boot_error().unwrap_or_default()
+                    )));
+                }
+                if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                    return Err(Error::boot(
+                        "a worker was not replaced in time during the reload",
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Kills every worker (and whatever it started) at once, for a server

@@ -16,10 +16,23 @@ use crate::{Error, PoolConfig};
 
 /// Keeps one slot's worker running: boots it, hands it to the pool, waits
 /// for it to exit, and boots the next, backing off while boots fail.
+///
+/// A slot beyond `min_workers` starts dormant, boots a worker when a
+/// request has to wait for one, and goes dormant again when that worker is
+/// stopped for being idle.
 pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
     let mut failures: u32 = 0;
     let mut marked_failing = false;
+    let extra = slot >= shared.config.min_workers.max(1);
+    let mut dormant = extra;
     while !shared.stopping.load(Ordering::Acquire) {
+        if dormant {
+            if !wait_for_demand(&shared).await {
+                break;
+            }
+            dormant = false;
+            tracing::debug!(slot, "requests are waiting: starting an extra worker");
+        }
         shared.started.fetch_add(1, Ordering::Relaxed);
         match boot(&shared).await {
             Ok((worker, child)) => {
@@ -35,6 +48,9 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                 }
                 *lock(&shared.slots[slot]) = Some(ws.clone());
                 *lock(&shared.ready) = Some(worker.ready.clone());
+                let mut worker = worker;
+                worker.request_limit = request_limit(shared.config.max_requests, pid);
+                ws.extra.store(extra, Ordering::Release);
                 let booted = Instant::now();
                 dispatch::add(&shared, worker);
                 shared.ready_notify.notify_waiters();
@@ -52,6 +68,11 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                         "worker exited ({}); starting a new one",
                         describe(&status)
                     ),
+                    (_, Retire::Terminate) => tracing::warn!(
+                        pid,
+                        "worker stopped after a request ran past its time limit ({}); starting a new one",
+                        describe(&status)
+                    ),
                     (_, Retire::Now) => tracing::warn!(
                         pid,
                         "worker killed ({}); starting a new one",
@@ -65,6 +86,11 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                 }
                 if stopping {
                     break;
+                }
+                if ws.shrunk.load(Ordering::Acquire) {
+                    dormant = true;
+                    failures = 0;
+                    continue;
                 }
                 shared.restarts.fetch_add(1, Ordering::Relaxed);
                 // A worker that dies right after booting, every time, must
@@ -98,6 +124,38 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
     }
 }
 
+/// A worker's `max_requests`, plus up to 10% picked by its pid, so that
+/// workers booted together are not all replaced on the same request.
+fn request_limit(max_requests: u64, pid: u32) -> u64 {
+    if max_requests == 0 {
+        return u64::MAX;
+    }
+    let spread = max_requests / 10;
+    let pick = u64::from(pid).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    max_requests + pick % (spread + 1)
+}
+
+/// Waits, as a dormant slot, until a request has to wait for a worker.
+/// False if the pool stops first.
+async fn wait_for_demand(shared: &Shared) -> bool {
+    let stop = shared.stop.notified();
+    tokio::pin!(stop);
+    stop.as_mut().enable();
+    if shared.stopping.load(Ordering::Acquire) {
+        return false;
+    }
+    shared.dormant.fetch_add(1, Ordering::AcqRel);
+    // Requests that were already waiting count as demand.
+    let demand = shared.waiting.load() > 0;
+    let woken = demand
+        || tokio::select! {
+            () = shared.grow.notified() => true,
+            () = &mut stop => false,
+        };
+    shared.dormant.fetch_sub(1, Ordering::AcqRel);
+    woken && !shared.stopping.load(Ordering::Acquire)
+}
+
 /// Sleeps, unless the pool starts stopping.
 async fn pause(shared: &Shared, delay: Duration) {
     let stop = shared.stop.notified();
@@ -126,7 +184,7 @@ impl Drop for Unlink {
 }
 
 /// Starts a worker and waits for its handshake, or for it to exit.
-async fn boot(shared: &Shared) -> Result<(Worker, Child), Error> {
+pub(crate) async fn boot(shared: &Shared) -> Result<(Worker, Child), Error> {
     let config = &shared.config;
     let fifo = shared.next_fifo();
     // The FIFO's name is only needed until the worker has opened it, which
@@ -215,6 +273,19 @@ async fn watch(
         match ws.retire_mode() {
             Retire::No => continue,
             Retire::Now => {
+                let _ = child.start_kill();
+                return child.wait().await;
+            }
+            Retire::Terminate => {
+                signal(ws.pid, rustix::process::Signal::TERM);
+                if let Ok(status) = tokio::time::timeout(config.kill_timeout, child.wait()).await {
+                    return status;
+                }
+                tracing::warn!(
+                    pid = ws.pid,
+                    "worker ignored SIGTERM for {:?}; sending SIGKILL",
+                    config.kill_timeout
+                );
                 let _ = child.start_kill();
                 return child.wait().await;
             }

@@ -28,8 +28,11 @@ pub(crate) enum Retire {
     /// The worker was told to stop or is exiting by itself: give it the
     /// stop timeout, then SIGTERM, then SIGKILL.
     Graceful = 2,
+    /// The worker ran past a request's time limit: SIGTERM at once, then
+    /// SIGKILL after the kill timeout.
+    Terminate = 3,
     /// The worker is broken (protocol error, abandoned mid-request): SIGKILL.
-    Now = 3,
+    Now = 4,
 }
 
 /// State shared by everyone who deals with one worker process: the
@@ -48,6 +51,12 @@ pub(crate) struct WorkerShared {
     pub link: Mutex<Link>,
     /// Set by the supervisor once the process has exited.
     dead: AtomicBool,
+    /// Due for replacement (a lifecycle limit): takes no queued request.
+    recycle: AtomicBool,
+    /// Runs in a slot beyond `min_workers`: stopped when idle long enough.
+    pub extra: AtomicBool,
+    /// Stopped for being idle in such a slot: not replaced until needed.
+    pub shrunk: AtomicBool,
     /// How the process ended, once the supervisor has reaped it.
     exit: Mutex<Option<std::process::ExitStatus>>,
     exited: Notify,
@@ -97,6 +106,9 @@ impl WorkerShared {
             next_request_id: AtomicU32::new(0),
             link: Mutex::new(Link::default()),
             dead: AtomicBool::new(false),
+            recycle: AtomicBool::new(false),
+            extra: AtomicBool::new(false),
+            shrunk: AtomicBool::new(false),
             exit: Mutex::new(None),
             exited: Notify::new(),
             retire: AtomicU8::new(Retire::No as u8),
@@ -139,6 +151,15 @@ impl WorkerShared {
         self.dead.store(true, Ordering::Release);
     }
 
+    /// Marks the worker for replacement after its current request.
+    pub fn mark_recycle(&self) {
+        self.recycle.store(true, Ordering::Release);
+    }
+
+    pub fn recycle_due(&self) -> bool {
+        self.recycle.load(Ordering::Acquire)
+    }
+
     /// Records how the process ended (the supervisor, after reaping it).
     pub fn set_exit(&self, status: Option<std::process::ExitStatus>) {
         *self.exit.lock().unwrap_or_else(|e| e.into_inner()) = status;
@@ -176,6 +197,7 @@ impl WorkerShared {
             0 => Retire::No,
             1 => Retire::Stopping,
             2 => Retire::Graceful,
+            3 => Retire::Terminate,
             _ => Retire::Now,
         }
     }
@@ -320,6 +342,10 @@ pub(crate) struct Worker {
     pub started: Instant,
     /// When the worker last went back to the idle stack.
     pub idle_since: Instant,
+    /// Requests it serves before it is replaced (`u64::MAX`: no limit).
+    pub request_limit: u64,
+    /// When its memory was last read, and how many requests it had served.
+    pub memory_checked: (Instant, u64),
     rbuf: BytesMut,
     pub(crate) wbuf: BytesMut,
     decoder: FrameDecoder,
@@ -343,6 +369,8 @@ impl Worker {
             served: 0,
             started: Instant::now(),
             idle_since: Instant::now(),
+            request_limit: u64::MAX,
+            memory_checked: (Instant::now(), 0),
             rbuf: BytesMut::with_capacity(16 * 1024),
             wbuf: BytesMut::with_capacity(4 * 1024),
             decoder: FrameDecoder::new(max_payload),

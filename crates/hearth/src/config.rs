@@ -42,14 +42,42 @@ pub struct ServeSection {
     pub script: Option<PathBuf>,
     /// Address and port to listen on.
     pub listen: Option<String>,
-    /// Worker processes (default: one per CPU).
+    /// Worker processes, at most (default: one per CPU).
+    #[serde(alias = "max_workers")]
     pub workers: Option<usize>,
+    /// Worker processes always running (default: `workers`).
+    pub min_workers: Option<usize>,
+    /// How long an extra worker may stay idle before it stops (default 10s).
+    pub scale_down_after: Option<Seconds>,
     /// PHP binary for workers (default: php-cgi).
     pub php: Option<PathBuf>,
     /// Largest request body accepted (default 8M, Debian's post_max_size).
     pub max_body_size: Option<Size>,
+    /// Longest request line; longer ones get 414 (default 8K).
+    pub max_request_line: Option<Size>,
+    /// Largest header section; larger ones get 431 (default 32K).
+    pub max_header_size: Option<Size>,
+    /// Most header lines in a request; more get 431 (default 100).
+    pub max_headers: Option<usize>,
+    /// How long a client has to send a request head, so that a slow one
+    /// cannot hold a connection: 408 (default 60s).
+    pub header_timeout: Option<Seconds>,
+    /// Longest pause while a request body arrives: 408 (default 60s).
+    pub body_timeout: Option<Seconds>,
+    /// How long an idle connection is kept between requests (default 75s;
+    /// 0 turns keep-alive off).
+    pub keep_alive_timeout: Option<Seconds>,
+    /// Most connections open at once; more wait in the listen backlog
+    /// (default 10000).
+    pub max_connections: Option<usize>,
     /// SERVER_NAME given to PHP.
     pub server_name: Option<String>,
+    /// Document root for static files; a relative path is relative to the
+    /// config file. Without one, every request goes to PHP.
+    pub root: Option<PathBuf>,
+    /// Compress responses on the fly for clients that accept gzip or
+    /// brotli (default true).
+    pub compression: Option<bool>,
     /// How long a request waits for a free worker before a 503.
     pub queue_timeout: Option<Seconds>,
     /// How long a worker may take to boot.
@@ -58,6 +86,17 @@ pub struct ServeSection {
     pub grace_period: Option<Seconds>,
     /// After the stop message, how long workers have to exit before SIGTERM.
     pub stop_timeout: Option<Seconds>,
+    /// Hard limit on a request once a worker has it: 504, worker replaced
+    /// (default 60s; 0: none).
+    pub request_timeout: Option<Seconds>,
+    /// Requests a worker serves before it is replaced (default 0: no limit).
+    pub max_requests: Option<u64>,
+    /// Resident memory past which a worker is replaced (default 0: no limit).
+    pub max_memory: Option<Size>,
+    /// Age past which a worker is replaced (default: none).
+    pub ttl: Option<Seconds>,
+    /// Idle time past which a worker is replaced (default: none).
+    pub idle_ttl: Option<Seconds>,
     /// Threads for HTTP and worker I/O (default: one per two CPUs).
     pub threads: Option<usize>,
     /// Run workers under SCHED_BATCH (default true): a worker woken by a
@@ -117,6 +156,12 @@ impl FileConfig {
                 config.serve.script = Some(base.join(script));
             }
         }
+        if let Some(root) = &config.serve.root {
+            if root.is_relative() {
+                let base = path.parent().unwrap_or(Path::new("."));
+                config.serve.root = Some(base.join(root));
+            }
+        }
         config.validate(path)?;
         Ok(config)
     }
@@ -145,6 +190,24 @@ impl FileConfig {
         }
         if s.max_body_size.is_some_and(|m| m.0 == 0) {
             return bad("max_body_size", "must be more than 0");
+        }
+        for (field, value) in [
+            ("max_request_line", s.max_request_line.map(|m| m.0)),
+            ("max_header_size", s.max_header_size.map(|m| m.0)),
+            ("max_headers", s.max_headers.map(|n| n as u64)),
+            ("max_connections", s.max_connections.map(|n| n as u64)),
+        ] {
+            if value == Some(0) {
+                return bad(field, "must be more than 0");
+            }
+        }
+        for (field, value) in [
+            ("header_timeout", s.header_timeout),
+            ("body_timeout", s.body_timeout),
+        ] {
+            if value.is_some_and(|d| d.0.is_zero()) {
+                return bad(field, "must be more than 0");
+            }
         }
         for name in s.env.keys() {
             if name.starts_with("HEARTH_") {
@@ -346,5 +409,34 @@ mod tests {
             Seconds(Duration::from_millis(1500))
         );
         assert!("-1s".parse::<Seconds>().is_err());
+    }
+
+    #[test]
+    fn http_limits() {
+        let s = parse(
+            "[serve]\nmax_request_line = \"4K\"\nmax_header_size = 65536\nmax_headers = 50\n\
+             header_timeout = \"10s\"\nbody_timeout = 5\nkeep_alive_timeout = 0\nmax_connections = 100\n",
+        )
+        .unwrap()
+        .serve;
+        assert_eq!(s.max_request_line, Some(Size(4 << 10)));
+        assert_eq!(s.max_header_size, Some(Size(64 << 10)));
+        assert_eq!(s.max_headers, Some(50));
+        assert_eq!(s.header_timeout, Some(Seconds(Duration::from_secs(10))));
+        assert_eq!(s.body_timeout, Some(Seconds(Duration::from_secs(5))));
+        assert_eq!(s.keep_alive_timeout, Some(Seconds(Duration::ZERO)));
+        assert_eq!(s.max_connections, Some(100));
+        for (text, field) in [
+            ("[serve]\nmax_headers = 0\n", "serve.max_headers"),
+            ("[serve]\nmax_connections = 0\n", "serve.max_connections"),
+            (
+                "[serve]\nmax_request_line = \"lots\"\n",
+                "serve.max_request_line",
+            ),
+            ("[serve]\nheader_timeout = 0\n", "serve.header_timeout"),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(field), "{field} not named in: {err}");
+        }
     }
 }

@@ -21,9 +21,16 @@ pub struct ServeArgs {
     /// Address to listen on [default: 127.0.0.1:8080]
     #[arg(long, short)]
     listen: Option<SocketAddr>,
-    /// Worker processes [default: one per CPU]
-    #[arg(long, short)]
+    /// Worker processes (at most, with --min-workers) [default: one per CPU]
+    #[arg(long, short, visible_alias = "max-workers")]
     workers: Option<usize>,
+    /// Workers always running; up to --workers, extra ones start when requests
+    /// wait and stop after --scale-down-after idle [default: --workers]
+    #[arg(long, value_name = "N")]
+    min_workers: Option<usize>,
+    /// How long an extra worker may stay idle before it stops [default: 10s]
+    #[arg(long, value_name = "DURATION")]
+    scale_down_after: Option<Seconds>,
     /// PHP binary for workers; php-cgi gives header(), cookies and sessions [default: php-cgi]
     #[arg(long)]
     php: Option<PathBuf>,
@@ -33,9 +40,36 @@ pub struct ServeArgs {
     /// Largest request body; larger ones get 413 [default: 8M]
     #[arg(long, value_name = "SIZE")]
     max_body_size: Option<Size>,
+    /// Longest request line; longer ones get 414 [default: 8K]
+    #[arg(long, value_name = "SIZE")]
+    max_request_line: Option<Size>,
+    /// Largest header section; larger ones get 431 [default: 32K]
+    #[arg(long, value_name = "SIZE")]
+    max_header_size: Option<Size>,
+    /// Most header lines in a request; more get 431 [default: 100]
+    #[arg(long, value_name = "N")]
+    max_headers: Option<usize>,
+    /// How long a client has to send a request head; 408 after it [default: 60s]
+    #[arg(long, value_name = "DURATION")]
+    header_timeout: Option<Seconds>,
+    /// Longest pause while a request body arrives; 408 after it [default: 60s]
+    #[arg(long, value_name = "DURATION")]
+    body_timeout: Option<Seconds>,
+    /// How long an idle connection is kept open between requests; 0: no keep-alive [default: 75s]
+    #[arg(long, value_name = "DURATION")]
+    keep_alive_timeout: Option<Seconds>,
+    /// Most connections open at once; more wait in the listen backlog [default: 10000]
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
     /// SERVER_NAME given to PHP [default: localhost]
     #[arg(long)]
     server_name: Option<String>,
+    /// Document root: GET and HEAD for files in it are served from disk, everything else goes to PHP [default: none]
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// Do not gzip or brotli-compress responses on the fly (precompressed .br/.gz files are still served)
+    #[arg(long)]
+    no_compression: bool,
     /// How long a request waits for a free worker before a 503 [default: 30s]
     #[arg(long, value_name = "DURATION")]
     queue_timeout: Option<Seconds>,
@@ -48,6 +82,31 @@ pub struct ServeArgs {
     /// On stop, how long workers have to finish and exit before SIGTERM [default: 10s]
     #[arg(long, value_name = "DURATION")]
     stop_timeout: Option<Seconds>,
+    /// Hard limit on a request once a worker has it: the client gets 504 and the
+    /// worker is stopped (SIGTERM, then SIGKILL) and replaced; 0: none [default: 60s]
+    #[arg(long, value_name = "DURATION")]
+    request_timeout: Option<Seconds>,
+    /// Replace a worker after it served N requests (up to 10% more, so workers do
+    /// not all restart together); 0: never [default: 0]
+    #[arg(long, value_name = "N")]
+    max_requests: Option<u64>,
+    /// Replace a worker, between requests, once its resident memory passes SIZE;
+    /// 0: never [default: 0]
+    #[arg(long, value_name = "SIZE")]
+    max_memory: Option<Size>,
+    /// Replace a worker, between requests, once it is this old [default: never]
+    #[arg(long, value_name = "DURATION")]
+    ttl: Option<Seconds>,
+    /// Replace a worker that stayed idle this long [default: never]
+    #[arg(long, value_name = "DURATION")]
+    idle_ttl: Option<Seconds>,
+    /// Reload the workers when a .php file under the script's directory changes
+    /// (for development)
+    #[arg(long)]
+    watch: bool,
+    /// With --watch, the directory to watch instead of the script's
+    #[arg(long, value_name = "DIR", requires = "watch")]
+    watch_dir: Option<PathBuf>,
     /// Extra php.ini setting for workers (repeatable)
     #[arg(short = 'd', long = "ini", value_name = "NAME=VALUE", value_parser = parse_ini)]
     ini: Vec<(String, String)>,
@@ -79,6 +138,8 @@ struct Setup {
     pool: PoolConfig,
     http: ServeConfig,
     demo: bool,
+    /// Where `--watch` looks for changed PHP files.
+    watch: Option<PathBuf>,
 }
 
 fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
@@ -95,6 +156,14 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
     if !script.is_file() {
         bail!("worker script {} is not a file", script.display());
     }
+    let watch = match (args.watch, args.watch_dir) {
+        (false, _) => None,
+        (true, None) => script.parent().map(Path::to_path_buf),
+        (true, Some(dir)) => Some(
+            std::fs::canonicalize(&dir)
+                .with_context(|| format!("--watch-dir {}", dir.display()))?,
+        ),
+    };
     let listen = match (args.listen, file.listen) {
         (Some(addr), _) => addr,
         (None, Some(text)) => text
@@ -108,6 +177,10 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
     if workers == 0 {
         bail!("--workers must be at least 1");
+    }
+    let min_workers = args.min_workers.or(file.min_workers).unwrap_or(workers);
+    if min_workers == 0 || min_workers > workers {
+        bail!("--min-workers must be between 1 and --workers ({workers}), not {min_workers}");
     }
     let php = args
         .php
@@ -129,6 +202,13 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
     pool.queue_timeout = duration(args.queue_timeout, file.queue_timeout, 30);
     pool.boot_timeout = duration(args.boot_timeout, file.boot_timeout, 60);
     pool.stop_timeout = duration(args.stop_timeout, file.stop_timeout, 10);
+    pool.min_workers = min_workers;
+    pool.scale_down_after = duration(args.scale_down_after, file.scale_down_after, 10);
+    pool.max_requests = args.max_requests.or(file.max_requests).unwrap_or(0);
+    pool.max_memory = args.max_memory.or(file.max_memory).map_or(0, |s| s.0);
+    let nonzero = |d: Option<Seconds>| d.map(|s| s.0).filter(|d| !d.is_zero());
+    pool.ttl = nonzero(args.ttl.or(file.ttl));
+    pool.idle_ttl = nonzero(args.idle_ttl.or(file.idle_ttl));
     pool.ini = file.ini.into_iter().chain(args.ini).collect();
     pool.batch_scheduling = !args.no_batch_scheduling && file.batch_scheduling.unwrap_or(true);
     pool.pipelining = !args.no_pipelining && file.pipelining.unwrap_or(true);
@@ -138,7 +218,20 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
         .map(|(k, v)| (OsString::from(k), OsString::from(v)))
         .collect();
 
-    let mut http = ServeConfig::new(script_info(&script));
+    let root = match args.root.or(file.root) {
+        Some(root) => {
+            let real = std::fs::canonicalize(&root)
+                .with_context(|| format!("document root {}", root.display()))?;
+            if !real.is_dir() {
+                bail!("document root {} is not a directory", root.display());
+            }
+            Some(real)
+        }
+        None => None,
+    };
+    let mut http = ServeConfig::new(script_info(&script, root.as_deref()));
+    http.compression = !args.no_compression && file.compression.unwrap_or(true);
+    http.root = root;
     if let Some(name) = args.server_name.or(file.server_name) {
         http.server_name = name;
     }
@@ -148,8 +241,45 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
         }
         http.max_body_size = size.0;
     }
+    let positive = |value: Option<u64>, flag: &str| match value {
+        Some(0) => bail!("--{flag} must be more than 0"),
+        Some(n) => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
+        None => Ok(None),
+    };
+    let size = |flag: Option<Size>, file: Option<Size>| flag.or(file).map(|s| s.0);
+    let count = |flag: Option<usize>, file: Option<usize>| flag.or(file).map(|n| n as u64);
+    if let Some(n) = positive(
+        size(args.max_request_line, file.max_request_line),
+        "max-request-line",
+    )? {
+        http.max_request_line = n;
+    }
+    if let Some(n) = positive(
+        size(args.max_header_size, file.max_header_size),
+        "max-header-size",
+    )? {
+        http.max_header_size = n;
+    }
+    if let Some(n) = positive(count(args.max_headers, file.max_headers), "max-headers")? {
+        http.max_headers = n;
+    }
+    if let Some(n) = positive(
+        count(args.max_connections, file.max_connections),
+        "max-connections",
+    )? {
+        http.max_connections = n;
+    }
+    http.header_timeout = duration(args.header_timeout, file.header_timeout, 60);
+    http.body_timeout = duration(args.body_timeout, file.body_timeout, 60);
+    http.keep_alive_timeout = duration(args.keep_alive_timeout, file.keep_alive_timeout, 75);
+    if http.header_timeout.is_zero() || http.body_timeout.is_zero() {
+        bail!("--header-timeout and --body-timeout must be more than 0");
+    }
     http.grace_period = duration(args.grace_period, file.grace_period, 30);
+    http.request_timeout =
+        Some(duration(args.request_timeout, file.request_timeout, 60)).filter(|d| !d.is_zero());
     Ok(Setup {
+        watch,
         listen,
         threads,
         pool,
@@ -158,13 +288,21 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
     })
 }
 
-/// The script as a front controller at the top of its directory, as nginx's
-/// `try_files $uri /index.php$is_args$args` presents it.
-fn script_info(script: &Path) -> Script {
-    let root = script.parent().unwrap_or(Path::new("/"));
-    let name = script
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+/// The script as a front controller, as nginx's
+/// `try_files $uri /index.php$is_args$args` presents it: `DOCUMENT_ROOT` is
+/// the document root (without one, the script's directory), and
+/// `SCRIPT_NAME` the script's path under it. A script outside the document
+/// root (a worker script next to `public/`) keeps its real
+/// `SCRIPT_FILENAME` and is named `/` and its file name, so that frameworks
+/// that compare the two find the same base name.
+fn script_info(script: &Path, document_root: Option<&Path>) -> Script {
+    let root = document_root.unwrap_or(script.parent().unwrap_or(Path::new("/")));
+    let name = match script.strip_prefix(root) {
+        Ok(relative) => relative.to_string_lossy().into_owned(),
+        Err(_) => script
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+    };
     Script {
         filename: script.to_string_lossy().into_owned(),
         name: format!("/{name}"),
@@ -203,7 +341,14 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         } else {
             setup.pool.script.display().to_string()
         },
-        plural(setup.pool.workers, "worker"),
+        if setup.pool.min_workers < setup.pool.workers {
+            format!(
+                "{} to {} workers",
+                setup.pool.min_workers, setup.pool.workers
+            )
+        } else {
+            plural(setup.pool.workers, "worker")
+        },
         php.binary.display(),
         php.version,
         php.sapi,
@@ -214,8 +359,9 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
             php.binary.display()
         );
     }
+    tokio::spawn(reloader(pool.clone(), setup.watch.clone()));
     let ready = pool.clone();
-    let workers = setup.pool.workers;
+    let workers = setup.pool.min_workers.min(setup.pool.workers);
     tokio::spawn(async move {
         if ready.wait_ready(Duration::from_secs(3600)).await {
             tracing::info!("{} ready", plural(workers, "worker"));
@@ -240,6 +386,77 @@ fn plural(n: usize, word: &str) -> String {
     } else {
         format!("{n} {word}s")
     }
+}
+
+/// Reloads the workers on SIGHUP and, with `--watch`, when a PHP file
+/// under the watched directory changes. Triggers that arrive together
+/// (an editor saving several files) make one reload.
+async fn reloader(pool: Pool, watch: Option<PathBuf>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(8);
+    match signal(SignalKind::hangup()) {
+        Ok(mut hup) => {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                while hup.recv().await.is_some() {
+                    let _ = tx.try_send("SIGHUP received".to_owned());
+                }
+            });
+        }
+        Err(e) => tracing::warn!("cannot listen for SIGHUP, reloads need a restart: {e}"),
+    }
+    // Kept alive as long as the reloader runs.
+    let _watcher = watch.and_then(|dir| match watch_php_files(&dir, tx.clone()) {
+        Ok(watcher) => {
+            tracing::info!("watching {} for changed PHP files", dir.display());
+            Some(watcher)
+        }
+        Err(e) => {
+            tracing::error!("cannot watch {}: {e}", dir.display());
+            None
+        }
+    });
+    drop(tx);
+    while let Some(why) = rx.recv().await {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        while rx.try_recv().is_ok() {}
+        tracing::info!("{why}: reloading the workers");
+        match pool.reload().await {
+            Ok(()) => tracing::info!("reload done: every worker runs the current code"),
+            Err(e) => tracing::error!("reload failed, the old workers keep serving: {e}"),
+        }
+    }
+}
+
+/// Sends a message on `tx` when a `.php` file under `dir` is written,
+/// created, renamed or removed.
+fn watch_php_files(
+    dir: &Path,
+    tx: tokio::sync::mpsc::Sender<String>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    use notify::{EventKind, RecursiveMode, Watcher as _};
+    let root = dir.to_path_buf();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let Ok(event) = event else { return };
+        if matches!(event.kind, EventKind::Access(_) | EventKind::Other) {
+            return;
+        }
+        // Hidden files and directories (.git, editors' swap files) under
+        // the watched directory do not count.
+        let changed = event.paths.iter().find(|p| {
+            p.extension().is_some_and(|e| e == "php")
+                && !p
+                    .strip_prefix(&root)
+                    .unwrap_or(p)
+                    .components()
+                    .any(|c| c.as_os_str().to_string_lossy().starts_with('.'))
+        });
+        if let Some(path) = changed {
+            let _ = tx.try_send(format!("{} changed", path.display()));
+        }
+    })?;
+    watcher.watch(dir, RecursiveMode::Recursive)?;
+    Ok(watcher)
 }
 
 /// Completes on the first SIGTERM or SIGINT. A second one kills the

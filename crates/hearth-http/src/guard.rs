@@ -1,0 +1,445 @@
+//! The connection's socket as hyper sees it: requests framed strictly (see
+//! [`framing`](crate::framing)), and the read timeouts that keep a slow or
+//! idle client from pinning a connection.
+//!
+//! [`GuardedIo`] sits between the TCP stream and hyper. A request head is
+//! held back until it is complete and valid; body bytes pass as they come.
+//! When a head is refused (or does not arrive in time), hyper is handed a
+//! stand-in head instead, and the service answers it with the refusal
+//! ([`Shared::begin`]) and `Connection: close`; nothing after it is ever
+//! read into hyper. When a body is refused or stalls, reading fails, and
+//! the request handler answers with the status from [`Shared::body_refusal`].
+//!
+//! Doing this below hyper rather than on the parsed request is what makes
+//! it hold: by the time hyper hands over a `Request`, it has already
+//! dropped the evidence (a `Content-Length` next to `Transfer-Encoding`,
+//! the line endings) and chosen a framing.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use http::StatusCode;
+use hyper::body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::{Instant, Sleep};
+
+use crate::framing::{Framer, Limits, Phase, Refusal, Step};
+
+/// What hyper parses in place of a refused head.
+const STAND_IN: &[u8] = b"GET / HTTP/1.1\r\n\r\n";
+/// After a refusal, how long the socket is drained before it is closed, so
+/// that the client reads the refusal instead of a reset.
+const LINGER: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 1 << 20;
+
+/// Read timeouts of a connection.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    /// From the first byte of a head (or the accept) to its end.
+    pub header: Duration,
+    /// Longest pause while a body arrives.
+    pub body: Duration,
+    /// Between the end of a response and the first byte of the next request.
+    pub keep_alive: Duration,
+}
+
+/// State shared by a connection's socket wrapper and its service.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    /// Heads handed to hyper (stand-ins included).
+    heads: AtomicU64,
+    /// Requests the service has been called for.
+    calls: AtomicU64,
+    /// Responses finished (their bodies dropped by hyper).
+    done: AtomicU64,
+    /// The stand-in head's index and the refusal it stands for.
+    refused: Mutex<Option<(u64, StatusCode)>>,
+    /// Why the current body could not be read.
+    body: Mutex<Option<StatusCode>>,
+}
+
+/// Marks a request in flight until its response body is dropped.
+#[derive(Debug)]
+pub(crate) struct InFlight(Arc<Shared>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.done.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Shared {
+    /// Called by the service for each request, in order: the in-flight
+    /// marker, and the refusal when this request is a stand-in.
+    pub fn begin(self: &Arc<Self>) -> (InFlight, Option<StatusCode>) {
+        let index = self.calls.fetch_add(1, Ordering::AcqRel);
+        let refusal = match *lock(&self.refused) {
+            Some((at, status)) if at == index => Some(status),
+            _ => None,
+        };
+        (InFlight(self.clone()), refusal)
+    }
+
+    /// Why reading the request body failed, if the guard refused it (400)
+    /// or it stalled (408); None when the client just went away.
+    pub fn body_refusal(&self) -> Option<StatusCode> {
+        *lock(&self.body)
+    }
+
+    fn idle(&self) -> bool {
+        self.done.load(Ordering::Acquire) >= self.heads.load(Ordering::Acquire)
+    }
+}
+
+/// A response body that marks the end of its request when dropped.
+#[derive(Debug)]
+pub(crate) struct Tracked<B> {
+    body: B,
+    _in_flight: InFlight,
+}
+
+impl<B> Tracked<B> {
+    pub fn new(body: B, in_flight: InFlight) -> Tracked<B> {
+        Tracked {
+            body,
+            _in_flight: in_flight,
+        }
+    }
+}
+
+impl<B: Body + Unpin> Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wait {
+    /// No request under way: close quietly when it runs out.
+    Idle,
+    /// A head has started: 408.
+    Head,
+    /// A body pauses: 408.
+    Body,
+}
+
+/// The socket of one connection, guarded.
+#[derive(Debug)]
+pub(crate) struct GuardedIo<T> {
+    inner: T,
+    framer: Framer,
+    shared: Arc<Shared>,
+    timeouts: Timeouts,
+    remote: std::net::SocketAddr,
+    /// Bytes read from the socket and not yet handed to hyper.
+    buf: BytesMut,
+    /// How many bytes at the front of `buf` may go to hyper.
+    released: usize,
+    /// Most bytes held back at once.
+    cap: usize,
+    /// A stand-in head to hand over.
+    stand_in: Option<Bytes>,
+    /// An error to report on the next read (a refused or stalled body).
+    error: Option<io::ErrorKind>,
+    /// Reads from now on see nothing (after a refusal) or end (idle timeout).
+    closed: Option<Closed>,
+    /// When the current wait started (idle, head or body progress).
+    since: Instant,
+    wait: Option<Wait>,
+    sleep: Pin<Box<Sleep>>,
+    /// While closing after a refusal: the socket's write side is shut and
+    /// it is being drained until this deadline.
+    linger: Option<(Instant, usize)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closed {
+    /// Reads stay pending; hyper closes after its response.
+    Refused,
+    /// Reads end: the connection was idle too long.
+    Eof,
+}
+
+impl<T> GuardedIo<T> {
+    pub fn new(
+        inner: T,
+        limits: Limits,
+        timeouts: Timeouts,
+        shared: Arc<Shared>,
+        remote: std::net::SocketAddr,
+    ) -> GuardedIo<T> {
+        let now = Instant::now();
+        GuardedIo {
+            inner,
+            framer: Framer::new(limits),
+            shared,
+            timeouts,
+            remote,
+            buf: BytesMut::new(),
+            released: 0,
+            cap: (limits.request_line + limits.header_size + 1024).max(64 << 10),
+            stand_in: None,
+            error: None,
+            closed: None,
+            since: now,
+            wait: None,
+            sleep: Box::pin(tokio::time::sleep_until(now)),
+            linger: None,
+        }
+    }
+
+    fn refuse(&mut self, refusal: Refusal) {
+        tracing::info!(remote = %self.remote, "refused a request ({}): {}", refusal.status, refusal.why);
+        if refusal.in_head {
+            let index = self.shared.heads.fetch_add(1, Ordering::AcqRel);
+            *lock(&self.shared.refused) = Some((index, refusal.status));
+            self.stand_in = Some(Bytes::from_static(STAND_IN));
+        } else {
+            *lock(&self.shared.body) = Some(refusal.status);
+            self.error = Some(io::ErrorKind::InvalidData);
+        }
+        self.closed = Some(Closed::Refused);
+        self.buf.clear();
+        self.released = 0;
+    }
+
+    /// What the connection is waiting for when hyper wants bytes and none
+    /// have come.
+    fn waiting_for(&self) -> Option<(Wait, Duration)> {
+        match self.framer.phase() {
+            Phase::Closed => None,
+            Phase::Body => Some((Wait::Body, self.timeouts.body)),
+            Phase::Head if !self.buf.is_empty() => Some((Wait::Head, self.timeouts.header)),
+            Phase::Head if self.shared.idle() => {
+                // A new connection has the header timeout for its first
+                // request; later ones wait as long as keep-alive allows.
+                let fresh = self.shared.heads.load(Ordering::Acquire) == 0;
+                let limit = if fresh {
+                    self.timeouts.header
+                } else {
+                    self.timeouts.keep_alive
+                };
+                Some((Wait::Idle, limit))
+            }
+            // A request is being answered.
+            Phase::Head => None,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> GuardedIo<T> {
+    /// Called when no bytes are available: starts, keeps or fires the
+    /// timer for what the connection waits for.
+    fn poll_timer(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some((wait, limit)) = self.waiting_for() else {
+            self.wait = None;
+            return Poll::Pending;
+        };
+        if self.wait != Some(wait) {
+            // A head's clock started with its first byte, a body's with
+            // the last progress; an idle one starts now.
+            if wait == Wait::Idle {
+                self.since = Instant::now();
+            }
+            self.wait = Some(wait);
+            self.sleep.as_mut().reset(self.since + limit);
+        }
+        if self.sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        match wait {
+            Wait::Idle => {
+                tracing::debug!(remote = %self.remote, "closing an idle connection");
+                self.closed = Some(Closed::Eof);
+            }
+            Wait::Head => self.refuse(Refusal {
+                status: StatusCode::REQUEST_TIMEOUT,
+                why: "request head not received in time",
+                in_head: true,
+            }),
+            Wait::Body => {
+                self.refuse(Refusal {
+                    status: StatusCode::REQUEST_TIMEOUT,
+                    why: "request body stalled",
+                    in_head: false,
+                });
+                self.error = Some(io::ErrorKind::TimedOut);
+            }
+        }
+        Poll::Ready(())
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for GuardedIo<T> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(stand_in) = &mut this.stand_in {
+                let n = stand_in.len().min(out.remaining());
+                out.put_slice(&stand_in[..n]);
+                stand_in.advance(n);
+                if stand_in.is_empty() {
+                    this.stand_in = None;
+                }
+                return Poll::Ready(Ok(()));
+            }
+            if this.released > 0 {
+                let n = this.released.min(out.remaining());
+                out.put_slice(&this.buf[..n]);
+                this.buf.advance(n);
+                this.released -= n;
+                return Poll::Ready(Ok(()));
+            }
+            if let Some(kind) = this.error.take() {
+                return Poll::Ready(Err(io::Error::new(kind, "request body refused")));
+            }
+            match this.closed {
+                Some(Closed::Eof) => return Poll::Ready(Ok(())),
+                Some(Closed::Refused) => return Poll::Pending,
+                None => {}
+            }
+            match this.framer.step(&this.buf) {
+                Ok(Step::Release { len, head }) => {
+                    if head {
+                        this.shared.heads.fetch_add(1, Ordering::AcqRel);
+                    }
+                    this.released = len;
+                    // A body's clock starts with its head, and the next
+                    // head's (already begun, pipelined) with the release.
+                    this.since = Instant::now();
+                    this.wait = None;
+                    continue;
+                }
+                Ok(Step::Incomplete) => {}
+                Err(refusal) => {
+                    this.refuse(refusal);
+                    continue;
+                }
+            }
+            if this.buf.len() >= this.cap {
+                // Cannot happen with the limits in force; stop reading
+                // rather than grow without bound.
+                return Poll::Pending;
+            }
+            let was_empty = this.buf.is_empty();
+            let mut scratch = [0u8; 8192];
+            let mut read = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut this.inner).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) => {
+                    if read.filled().is_empty() {
+                        // End of input: what is held back (a partial head)
+                        // never reaches hyper, which sees the end.
+                        this.buf.clear();
+                        this.closed = Some(Closed::Eof);
+                        continue;
+                    }
+                    this.buf.extend_from_slice(read.filled());
+                    if this.framer.phase() == Phase::Body || was_empty {
+                        // Body progress, or the first byte of a head:
+                        // the clock starts again.
+                        this.since = Instant::now();
+                        this.wait = None;
+                    }
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => {
+                    if this.poll_timer(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, data)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    /// After a refusal, shuts the write side and drains what the client
+    /// still sends for a moment: closing with unread bytes would reset the
+    /// connection, and the client could lose the refusal.
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if this.closed != Some(Closed::Refused) {
+            return Pin::new(&mut this.inner).poll_shutdown(cx);
+        }
+        if this.linger.is_none() {
+            std::task::ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
+            let deadline = Instant::now() + LINGER;
+            this.sleep.as_mut().reset(deadline);
+            this.linger = Some((deadline, 0));
+        }
+        let mut scratch = [0u8; 4096];
+        loop {
+            let Some((_, drained)) = &mut this.linger else {
+                return Poll::Ready(Ok(()));
+            };
+            if *drained > LINGER_BYTES {
+                return Poll::Ready(Ok(()));
+            }
+            let mut read = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut this.inner).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) if !read.filled().is_empty() => {
+                    *drained += read.filled().len();
+                }
+                Poll::Ready(_) => return Poll::Ready(Ok(())),
+                Poll::Pending => {
+                    return match this.sleep.as_mut().poll(cx) {
+                        Poll::Ready(()) => Poll::Ready(Ok(())),
+                        Poll::Pending => Poll::Pending,
+                    };
+                }
+            }
+        }
+    }
+}

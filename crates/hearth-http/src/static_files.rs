@@ -1,0 +1,572 @@
+//! Files from a document root, served as nginx serves them in front of a
+//! PHP front controller (`try_files $uri /index.php$is_args$args`): a GET
+//! or HEAD for a regular file under the root gets the file; everything
+//! else (other methods, directories, missing files, PHP scripts) goes to
+//! the PHP worker.
+//!
+//! What is never served, whatever is on disk (see docs/configuration.md,
+//! "Static files"):
+//!
+//! - PHP source (`.php`, `.phtml`, `.phar` and the like, any case, also
+//!   through a symlink): the request goes to PHP, as the front controller
+//!   would get it.
+//! - Dotfiles and dot-directories (`.env`, `.git/`, `.htaccess`), except
+//!   under `.well-known/`: 403, as Laravel's and Symfony's recommended
+//!   nginx configs answer.
+//! - Anything whose real path (symlinks resolved) is outside the root: 403.
+//! - A path with a NUL byte: 400. A path with a backslash is not a file
+//!   name Hearth looks up; it goes to PHP.
+//!
+//! The path is percent-decoded exactly once, then split on `/`; `.` and
+//! `..` segments are dot segments and refused with the rest.
+
+use std::ffi::OsStr;
+use std::io::SeekFrom;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use http::header::{self, HeaderMap, HeaderValue};
+use http::request::Parts;
+use http::{Method, Response, StatusCode};
+use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _, BufReader};
+
+use crate::compress::{self, Coding};
+use crate::response::{self, ReaderBody, ResponseBody};
+
+/// What a request path asks for, before the file system is consulted.
+#[derive(Debug, PartialEq, Eq)]
+enum Lookup {
+    /// A relative path under the root to look for.
+    File(PathBuf),
+    /// Not a static file: the worker gets the request.
+    Php,
+    /// A dot segment: refused with 403.
+    Forbidden,
+    /// A NUL byte: refused with 400.
+    BadRequest,
+}
+
+/// Extensions PHP runs (Debian's Apache config hands `.ph(ar|p|tml)` and
+/// `.php3`-`.php8`, `.phps`, `.pht` to PHP): their source is never served.
+fn is_php_name(name: &[u8]) -> bool {
+    let Some(dot) = name.iter().rposition(|&b| b == b'.') else {
+        return false;
+    };
+    let ext = name[dot + 1..].to_ascii_lowercase();
+    matches!(
+        ext.as_slice(),
+        b"php"
+            | b"phtml"
+            | b"phar"
+            | b"pht"
+            | b"phps"
+            | b"phpt"
+            | b"php3"
+            | b"php4"
+            | b"php5"
+            | b"php7"
+            | b"php8"
+    )
+}
+
+/// Whether a path segment is a dotfile or dot-directory Hearth refuses
+/// (`.` and `..` included). `.well-known` is allowed (ACME challenges,
+/// security.txt); dotfiles inside it are not.
+fn is_hidden(segment: &[u8]) -> bool {
+    segment.first() == Some(&b'.') && segment != b".well-known"
+}
+
+/// Reads the request path: percent-decoded once (so `%252e` stays `%2e`,
+/// a literal name), checked segment by segment.
+fn lookup(raw_path: &str) -> Lookup {
+    let decoded: Vec<u8> = percent_encoding::percent_decode_str(raw_path).collect();
+    if decoded.contains(&0) {
+        return Lookup::BadRequest;
+    }
+    let segments: Vec<&[u8]> = decoded
+        .split(|&b| b == b'/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    if segments.iter().any(|s| is_hidden(s)) {
+        return Lookup::Forbidden;
+    }
+    if decoded.contains(&b'\\') || decoded.first() != Some(&b'/') || decoded.ends_with(b"/") {
+        return Lookup::Php;
+    }
+    let path: PathBuf = segments.iter().map(|s| OsStr::from_bytes(s)).collect();
+    match segments.last() {
+        None => Lookup::Php,
+        Some(name) if is_php_name(name) => Lookup::Php,
+        Some(_) => Lookup::File(path),
+    }
+}
+
+/// Checks a resolved path the way [`lookup`] checks the requested one:
+/// a symlink must not lead to PHP source, a dotfile, or out of the root.
+fn check_real(root: &Path, real: &Path) -> Lookup {
+    let Ok(relative) = real.strip_prefix(root) else {
+        return Lookup::Forbidden;
+    };
+    let names: Vec<&[u8]> = relative
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name.as_bytes()),
+            _ => None,
+        })
+        .collect();
+    if names.iter().any(|name| is_hidden(name)) {
+        return Lookup::Forbidden;
+    }
+    match names.last() {
+        None => Lookup::Php,
+        Some(name) if is_php_name(name) => Lookup::Php,
+        Some(_) => Lookup::File(relative.to_path_buf()),
+    }
+}
+
+/// Resolves `relative` under `root`, symlinks included, and checks where
+/// it leads. `Err` is the refusal to answer with.
+async fn resolve(root: &Path, relative: &Path) -> Result<Option<PathBuf>, StatusCode> {
+    let real = match tokio::fs::canonicalize(root.join(relative)).await {
+        Ok(real) => real,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            return Err(StatusCode::FORBIDDEN)
+        }
+        // Missing, or a file used as a directory: not a static file.
+        Err(_) => return Ok(None),
+    };
+    match check_real(root, &real) {
+        Lookup::File(_) => Ok(Some(real)),
+        Lookup::Php => Ok(None),
+        Lookup::Forbidden => {
+            tracing::debug!(
+                "refused {}: it resolves to {}",
+                relative.display(),
+                real.display()
+            );
+            Err(StatusCode::FORBIDDEN)
+        }
+        Lookup::BadRequest => Err(StatusCode::BAD_REQUEST),
+    }
+}
+
+/// Answers a GET or HEAD from `root` (an absolute path with symlinks
+/// resolved), or returns `None` for the worker to answer.
+pub(crate) async fn respond(
+    root: &Path,
+    compression: bool,
+    parts: &Parts,
+) -> Option<Response<ResponseBody>> {
+    if parts.method != Method::GET && parts.method != Method::HEAD {
+        return None;
+    }
+    let relative = match lookup(parts.uri.path()) {
+        Lookup::File(path) => path,
+        Lookup::Php => return None,
+        Lookup::Forbidden => {
+            tracing::debug!(uri = %parts.uri, "refused: dotfile or dot segment");
+            return Some(response::error_page(StatusCode::FORBIDDEN));
+        }
+        Lookup::BadRequest => return Some(response::error_page(StatusCode::BAD_REQUEST)),
+    };
+    let real = match resolve(root, &relative).await {
+        Ok(Some(real)) => real,
+        Ok(None) => return None,
+        Err(status) => return Some(response::error_page(status)),
+    };
+    match serve_file(root, &relative, &real, compression, parts).await {
+        Ok(response) => response,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Some(response::error_page(StatusCode::FORBIDDEN))
+        }
+        Err(e) => {
+            tracing::debug!("cannot serve {}: {e}", real.display());
+            None
+        }
+    }
+}
+
+/// One file on disk: the original or a precompressed sibling.
+struct Opened {
+    file: tokio::fs::File,
+    len: u64,
+    modified: SystemTime,
+    coding: Option<Coding>,
+}
+
+async fn open(path: &Path, coding: Option<Coding>) -> std::io::Result<Option<Opened>> {
+    let file = tokio::fs::File::open(path).await?;
+    let meta = file.metadata().await?;
+    if !meta.is_file() {
+        return Ok(None);
+    }
+    Ok(Some(Opened {
+        file,
+        len: meta.len(),
+        // Whole seconds: that is all Last-Modified can say, and the ETag
+        // has to agree with it.
+        modified: meta.modified().map_or(UNIX_EPOCH, |t| {
+            UNIX_EPOCH
+                + Duration::from_secs(t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()))
+        }),
+        coding,
+    }))
+}
+
+/// The precompressed sibling (`name.br`, `name.gz`) of the first coding the
+/// client accepts that has one under the root.
+async fn sibling(root: &Path, real: &Path, accepted: &[Coding]) -> Option<Opened> {
+    for &coding in accepted {
+        let mut name = real.as_os_str().to_owned();
+        name.push(coding.suffix());
+        let Ok(path) = tokio::fs::canonicalize(PathBuf::from(name)).await else {
+            continue;
+        };
+        if !matches!(check_real(root, &path), Lookup::File(_)) {
+            continue;
+        }
+        if let Ok(Some(opened)) = open(&path, Some(coding)).await {
+            return Some(opened);
+        }
+    }
+    None
+}
+
+async fn serve_file(
+    root: &Path,
+    requested: &Path,
+    real: &Path,
+    compression: bool,
+    parts: &Parts,
+) -> std::io::Result<Option<Response<ResponseBody>>> {
+    let Some(original) = open(real, None).await? else {
+        // A directory, a FIFO, a device: not something to stream.
+        return Ok(None);
+    };
+    // By the name asked for, as nginx does, not the target of a symlink.
+    let content_type = mime_guess::from_path(requested).first_or_octet_stream();
+    let compressible = compress::is_compressible(content_type.essence_str());
+    let accepted = compress::accepted(&parts.headers);
+    let wants_range = parts.method == Method::GET && parts.headers.contains_key(header::RANGE);
+
+    let mut file = match sibling(root, real, &accepted).await {
+        Some(precompressed) => precompressed,
+        None => original,
+    };
+    let varies = compressible || file.coding.is_some();
+    // On the fly only for the whole file: a range of a compressed stream
+    // is not what a client resuming a download asks for.
+    let on_the_fly = match file.coding {
+        None if compression && compressible && file.len >= compress::MIN_SIZE && !wants_range => {
+            accepted.first().copied()
+        }
+        _ => None,
+    };
+
+    let mtime = file
+        .modified
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    // nginx's format: hex mtime and size.
+    let strong = format!("\"{mtime:x}-{:x}\"", file.len);
+    let etag = match on_the_fly {
+        Some(_) => format!("W/{strong}"),
+        None => strong.clone(),
+    };
+
+    let mut headers = HeaderMap::new();
+    headers.insert(header::ETAG, value(&etag));
+    headers.insert(
+        header::LAST_MODIFIED,
+        value(&httpdate::fmt_http_date(file.modified)),
+    );
+    if varies {
+        headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+    }
+
+    if let Some(status) = precondition(&parts.headers, &etag, file.modified) {
+        let mut response = if status == StatusCode::NOT_MODIFIED {
+            Response::new(ResponseBody::empty())
+        } else {
+            response::error_page(status)
+        };
+        *response.status_mut() = status;
+        response.headers_mut().extend(headers);
+        return Ok(Some(response));
+    }
+
+    headers.insert(header::CONTENT_TYPE, value(content_type.as_ref()));
+    if let Some(coding) = file.coding.or(on_the_fly) {
+        headers.insert(header::CONTENT_ENCODING, value(coding.name()));
+    }
+    if on_the_fly.is_none() {
+        headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    }
+
+    let mut status = StatusCode::OK;
+    let mut start = 0;
+    let mut len = file.len;
+    if wants_range && on_the_fly.is_none() && if_range_holds(&parts.headers, &strong, file.modified)
+    {
+        match parse_range(&parts.headers, file.len) {
+            Range::Whole => {}
+            Range::Part(first, last) => {
+                status = StatusCode::PARTIAL_CONTENT;
+                start = first;
+                len = last - first + 1;
+                headers.insert(
+                    header::CONTENT_RANGE,
+                    value(&format!("bytes {first}-{last}/{}", file.len)),
+                );
+            }
+            Range::Unsatisfiable => {
+                let mut response = response::error_page(StatusCode::RANGE_NOT_SATISFIABLE);
+                response.headers_mut().insert(
+                    header::CONTENT_RANGE,
+                    value(&format!("bytes */{}", file.len)),
+                );
+                return Ok(Some(response));
+            }
+        }
+    }
+
+    let body = if parts.method == Method::HEAD {
+        ResponseBody::empty()
+    } else if let Some(coding) = on_the_fly {
+        ResponseBody::Reader(coding.encode(BufReader::with_capacity(64 << 10, file.file)))
+    } else {
+        if start > 0 {
+            file.file.seek(SeekFrom::Start(start)).await?;
+        }
+        ResponseBody::Reader(ReaderBody::new(file.file.take(len), Some(len)))
+    };
+    if on_the_fly.is_none() {
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    }
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    Ok(Some(response))
+}
+
+fn value(text: &str) -> HeaderValue {
+    HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// RFC 9110 section 13.2.2: If-Match, then If-Unmodified-Since (412),
+/// then If-None-Match, then If-Modified-Since (304).
+fn precondition(headers: &HeaderMap, etag: &str, modified: SystemTime) -> Option<StatusCode> {
+    let text = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    if let Some(wanted) = text(header::IF_MATCH) {
+        if !tags_match(wanted, etag, true) {
+            return Some(StatusCode::PRECONDITION_FAILED);
+        }
+    } else if let Some(since) = text(header::IF_UNMODIFIED_SINCE) {
+        if httpdate::parse_http_date(since).is_ok_and(|since| modified > since) {
+            return Some(StatusCode::PRECONDITION_FAILED);
+        }
+    }
+    if let Some(wanted) = text(header::IF_NONE_MATCH) {
+        if tags_match(wanted, etag, false) {
+            return Some(StatusCode::NOT_MODIFIED);
+        }
+    } else if let Some(since) = text(header::IF_MODIFIED_SINCE) {
+        if httpdate::parse_http_date(since).is_ok_and(|since| modified <= since) {
+            return Some(StatusCode::NOT_MODIFIED);
+        }
+    }
+    None
+}
+
+/// Whether a list of entity tags (or `*`) matches `etag`: strong
+/// comparison (both strong and equal) or weak (equal once `W/` is dropped).
+fn tags_match(list: &str, etag: &str, strong: bool) -> bool {
+    if list.trim() == "*" {
+        return true;
+    }
+    let opaque = |t: &str| t.trim().trim_start_matches("W/").to_owned();
+    list.split(',').any(|candidate| {
+        let candidate = candidate.trim();
+        if strong {
+            !candidate.starts_with("W/") && !etag.starts_with("W/") && candidate == etag
+        } else {
+            opaque(candidate) == opaque(etag)
+        }
+    })
+}
+
+/// If-Range: the range applies only to the representation the client has,
+/// named by its strong ETag or its exact Last-Modified date.
+fn if_range_holds(headers: &HeaderMap, strong_etag: &str, modified: SystemTime) -> bool {
+    let Some(condition) = headers.get(header::IF_RANGE).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    let condition = condition.trim();
+    if condition.starts_with('"') {
+        return condition == strong_etag;
+    }
+    if condition.starts_with("W/") {
+        return false;
+    }
+    httpdate::parse_http_date(condition).is_ok_and(|date| date == modified)
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Range {
+    /// No usable Range: send the whole file (also for several ranges,
+    /// which Hearth does not serve as multipart/byteranges).
+    Whole,
+    /// First and last byte, inclusive.
+    Part(u64, u64),
+    Unsatisfiable,
+}
+
+fn parse_range(headers: &HeaderMap, len: u64) -> Range {
+    let Some(spec) = headers
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().strip_prefix("bytes="))
+    else {
+        return Range::Whole;
+    };
+    if spec.contains(',') || len == 0 {
+        return Range::Whole;
+    }
+    let Some((first, last)) = spec.trim().split_once('-') else {
+        return Range::Whole;
+    };
+    let (first, last) = (first.trim(), last.trim());
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if first.is_empty() {
+        // The last `last` bytes.
+        let Some(n) = digits(last).then(|| last.parse::<u64>().ok()).flatten() else {
+            return Range::Whole;
+        };
+        if n == 0 {
+            return Range::Unsatisfiable;
+        }
+        return Range::Part(len.saturating_sub(n), len - 1);
+    }
+    let Some(first) = digits(first).then(|| first.parse::<u64>().ok()).flatten() else {
+        return Range::Whole;
+    };
+    let last = if last.is_empty() {
+        len - 1
+    } else {
+        match digits(last).then(|| last.parse::<u64>().ok()).flatten() {
+            Some(l) if l >= first => l.min(len - 1),
+            _ => return Range::Whole,
+        }
+    };
+    if first >= len {
+        return Range::Unsatisfiable;
+    }
+    Range::Part(first, last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(p: &str) -> Lookup {
+        Lookup::File(PathBuf::from(p))
+    }
+
+    #[test]
+    fn request_paths() {
+        assert_eq!(lookup("/style.css"), file("style.css"));
+        assert_eq!(lookup("/a//b%20c.txt"), file("a/b c.txt"));
+        assert_eq!(lookup("/"), Lookup::Php);
+        assert_eq!(lookup("/dir/"), Lookup::Php);
+        assert_eq!(lookup("/index.php"), Lookup::Php);
+        assert_eq!(lookup("/x.PHP"), Lookup::Php);
+        assert_eq!(lookup("/x.pHtMl"), Lookup::Php);
+        assert_eq!(lookup("/lib.phar"), Lookup::Php);
+        assert_eq!(lookup("/x.ph%70"), Lookup::Php);
+        assert_eq!(lookup("/../secret"), Lookup::Forbidden);
+        assert_eq!(lookup("/a/../../secret"), Lookup::Forbidden);
+        assert_eq!(lookup("/%2e%2e/secret"), Lookup::Forbidden);
+        assert_eq!(lookup("/..%2fsecret"), Lookup::Forbidden);
+        assert_eq!(lookup("/./a"), Lookup::Forbidden);
+        assert_eq!(lookup("/.env"), Lookup::Forbidden);
+        assert_eq!(lookup("/.git/config"), Lookup::Forbidden);
+        assert_eq!(lookup("/a/.hidden/b"), Lookup::Forbidden);
+        assert_eq!(lookup("/.well-known/"), Lookup::Php);
+        assert_eq!(lookup("/.well-known"), file(".well-known"));
+        assert_eq!(lookup("/.git/"), Lookup::Forbidden);
+        assert_eq!(
+            lookup("/.well-known/security.txt"),
+            file(".well-known/security.txt")
+        );
+        assert_eq!(lookup("/.well-known/.env"), Lookup::Forbidden);
+        // Decoded once: `%2e` is then a literal name, looked up as such.
+        assert_eq!(lookup("/%252e%252e/secret"), file("%2e%2e/secret"));
+        assert_eq!(lookup("/a%00.txt"), Lookup::BadRequest);
+        assert_eq!(lookup("/..%5csecret"), Lookup::Forbidden);
+        assert_eq!(lookup("/a%5c..%5csecret"), Lookup::Php);
+        assert_eq!(lookup("/a\\b"), Lookup::Php);
+    }
+
+    #[test]
+    fn real_paths() {
+        let root = Path::new("/srv/public");
+        assert_eq!(
+            check_real(root, Path::new("/srv/public/a.txt")),
+            file("a.txt")
+        );
+        assert_eq!(
+            check_real(root, Path::new("/srv/secret")),
+            Lookup::Forbidden
+        );
+        assert_eq!(
+            check_real(root, Path::new("/srv/publicity/a")),
+            Lookup::Forbidden
+        );
+        assert_eq!(
+            check_real(root, Path::new("/srv/public/.env")),
+            Lookup::Forbidden
+        );
+        assert_eq!(
+            check_real(root, Path::new("/srv/public/x.Php")),
+            Lookup::Php
+        );
+        assert_eq!(check_real(root, Path::new("/srv/public")), Lookup::Php);
+    }
+
+    fn range(spec: &str, len: u64) -> Range {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::RANGE, HeaderValue::from_str(spec).unwrap());
+        parse_range(&headers, len)
+    }
+
+    #[test]
+    fn ranges() {
+        assert_eq!(range("bytes=0-9", 100), Range::Part(0, 9));
+        assert_eq!(range("bytes=90-", 100), Range::Part(90, 99));
+        assert_eq!(range("bytes=90-200", 100), Range::Part(90, 99));
+        assert_eq!(range("bytes=-10", 100), Range::Part(90, 99));
+        assert_eq!(range("bytes=-200", 100), Range::Part(0, 99));
+        assert_eq!(range("bytes=100-", 100), Range::Unsatisfiable);
+        assert_eq!(range("bytes=-0", 100), Range::Unsatisfiable);
+        assert_eq!(range("bytes=0-1,5-6", 100), Range::Whole);
+        assert_eq!(range("bytes=5-1", 100), Range::Whole);
+        assert_eq!(range("items=0-1", 100), Range::Whole);
+        assert_eq!(range("bytes=x-1", 100), Range::Whole);
+        assert_eq!(range("bytes=+1-2", 100), Range::Whole);
+    }
+
+    #[test]
+    fn entity_tags() {
+        assert!(tags_match("\"a\"", "\"a\"", true));
+        assert!(tags_match("\"b\", \"a\"", "\"a\"", false));
+        assert!(tags_match("W/\"a\"", "\"a\"", false));
+        assert!(!tags_match("W/\"a\"", "\"a\"", true));
+        assert!(tags_match("*", "\"a\"", true));
+        assert!(!tags_match("\"b\"", "\"a\"", false));
+    }
+}
