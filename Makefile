@@ -6,9 +6,11 @@ PHPCS ?= phpcs
 
 .PHONY: run test build test-rust test-php lint bench clean
 
-## Serve the built-in demo on http://127.0.0.1:8080 (Ctrl-C to stop).
+## Serve the built-in demo on http://127.0.0.1:8080 (Ctrl-C to stop). Run
+## as root, Hearth needs a user for PHP: the demo's workers run as www-data.
+RUN_AS := $(if $(filter 0,$(shell id -u)),--user www-data,)
 run:
-	$(CARGO) run --release -p hearth -- serve --listen 127.0.0.1:8080
+	$(CARGO) run --release -p hearth -- serve --listen 127.0.0.1:8080 $(RUN_AS)
 
 build:
 	$(CARGO) build --workspace --all-targets

@@ -206,8 +206,10 @@ class HearthServer:
     """`hearth serve` in its own process group, so Ctrl-C on the benchmark
     does not reach it and its php-cgi workers are found for cleanup."""
 
-    def __init__(self, binary: Path, app: App, port: int, workers: int, state: Path):
+    def __init__(self, binary: Path, app: App, port: int, workers: int, state: Path,
+                 extra_args: tuple[str, ...] = ()):
         self.binary = binary
+        self.extra_args = extra_args
         self.app = app
         self.port = port
         self.workers = workers
@@ -218,7 +220,12 @@ class HearthServer:
         cmd = [
             str(self.binary), "--log-level", "warn", "serve", str(self.app.worker),
             "--listen", f"127.0.0.1:{self.port}", "--workers", str(self.workers),
+            *self.extra_args,
         ]
+        if os.geteuid() == 0:
+            # Run as root, Hearth refuses to run PHP as root unless told to;
+            # php-fpm runs as root here too (nginx-fpm.sh passes it -R).
+            cmd += ["--user", "root"]
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

@@ -156,6 +156,11 @@ fn malformed_http_gets_400() {
 fn hearth(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_hearth"))
         .args(args)
+        .args(if args.first() == Some(&"serve") {
+            support::as_root()
+        } else {
+            Vec::new()
+        })
         .env("NO_COLOR", "1")
         .output()
         .expect("run hearth")

@@ -789,6 +789,7 @@ fn cgi_variables_in_hearths_environment_do_not_break_startup() {
             "--workers",
             "1",
         ])
+        .args(support::as_root())
         .env("REQUEST_METHOD", "GET")
         .env("SCRIPT_FILENAME", "/etc/passwd")
         .env("NO_COLOR", "1")

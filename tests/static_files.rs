@@ -488,6 +488,7 @@ fn a_missing_root_is_refused_at_startup() {
         .args(["serve", "--root"])
         .arg(site.dir.path().join("nope"))
         .arg(site.root().join("index.php"))
+        .args(support::as_root())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));

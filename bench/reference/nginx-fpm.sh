@@ -9,8 +9,9 @@
 # SCRIPT is the front controller under DOCROOT (e.g. index.php): every
 # request for a path that is not a file goes to it, as with
 # `try_files $uri /index.php$is_args$args`. php-fpm runs pm = static with
-# CHILDREN processes (default 2). Access logs are off on both sides of any
-# comparison, so neither pays for them.
+# CHILDREN processes (default 2); FPM_MAX_REQUESTS in the environment sets
+# pm.max_requests (default 0, never recycle). Access logs are off on both
+# sides of any comparison, so neither pays for them.
 set -euo pipefail
 
 die() { echo "nginx-fpm.sh: $*" >&2; exit 1; }
@@ -49,6 +50,7 @@ listen = $state/php-fpm.sock
 listen.mode = 0666
 pm = static
 pm.max_children = $children
+pm.max_requests = ${FPM_MAX_REQUESTS:-0}
 CONF
     local user_opts=()
     if [ "$(id -u)" = 0 ]; then

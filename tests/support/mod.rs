@@ -81,8 +81,12 @@ impl Server {
     }
 
     pub fn spawn_args(args: &[String]) -> Server {
+        let mut args = args.to_vec();
+        if args.first().is_some_and(|a| a == "serve") && !args.iter().any(|a| a == "--user") {
+            args.extend(as_root());
+        }
         let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-            .args(args)
+            .args(&args)
             // Set in Hearth's own environment: it must not reach workers.
             .env("HEARTH_RESPONSES", "/nonexistent/hearth-test")
             .env("HEARTH_LOG", "debug,hyper=info")
@@ -104,6 +108,7 @@ impl Server {
                 if let Some(addr) = line
                     .split("on http://")
                     .nth(1)
+                    .or_else(|| line.split("on https://").nth(1))
                     .and_then(|r| r.split_whitespace().next())
                 {
                     if let (Some(tx), Ok(addr)) = (tx.take(), addr.parse::<SocketAddr>()) {
@@ -541,6 +546,16 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
 }
 
 /// A private temporary directory, removed on drop.
+/// `--user root` when the tests run as root (as in CI): `hearth serve`
+/// refuses to run PHP as root unless told to.
+pub fn as_root() -> Vec<String> {
+    if rustix::process::geteuid().is_root() {
+        vec!["--user".into(), "root".into()]
+    } else {
+        Vec::new()
+    }
+}
+
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }

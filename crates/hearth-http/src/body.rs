@@ -55,6 +55,9 @@ pub(crate) struct UploadSettings {
     pub post_max_size: u64,
     pub parse_post: bool,
     pub tmp_dir: PathBuf,
+    /// The workers' user and group, when they run as another user than
+    /// Hearth: uploaded files are handed to them.
+    pub owner: Option<(u32, u32)>,
 }
 
 impl UploadSettings {
@@ -69,6 +72,7 @@ impl UploadSettings {
             post_max_size: get("post_max_size").map_or(8 << 20, |v| ini_bytes(&v)),
             parse_post: get("enable_post_data_reading").is_none_or(|v| v == "1"),
             tmp_dir: get("upload_tmp_dir").map_or_else(std::env::temp_dir, PathBuf::from),
+            owner: None,
         }
     }
 }
@@ -219,6 +223,7 @@ pub(crate) async fn multipart(
                         &settings.tmp_dir,
                         settings.upload_max_filesize,
                         max_file_size,
+                        settings.owner,
                     )
                     .await?
                 };
@@ -292,6 +297,7 @@ async fn spool(
     dir: &Path,
     max_size: u64,
     form_max: Option<u64>,
+    owner: Option<(u32, u32)>,
 ) -> Result<(Option<TempPath>, i64, u64), BodyError> {
     let named = match tempfile::Builder::new()
         .prefix("php")
@@ -306,6 +312,13 @@ async fn spool(
         }
     };
     let (std_file, path) = named.into_parts();
+    if let Some((uid, gid)) = owner {
+        if let Err(e) = std::os::unix::fs::fchown(&std_file, Some(uid), Some(gid)) {
+            tracing::error!("cannot hand an upload file to the workers' user: {e}");
+            drain_field(field).await?;
+            return Ok((None, UPLOAD_ERR_CANT_WRITE, 0));
+        }
+    }
     let mut file = tokio::fs::File::from_std(std_file);
     let mut size: u64 = 0;
     let mut error = 0;

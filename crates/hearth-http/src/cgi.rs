@@ -42,6 +42,11 @@ impl Connection {
             https,
         }
     }
+
+    /// The client's IP address and port, as `$_SERVER` has them.
+    pub fn remote(&self) -> (&str, &str) {
+        (&self.remote_addr, &self.remote_port)
+    }
 }
 
 fn ip_text(addr: &SocketAddr) -> String {
@@ -93,8 +98,11 @@ pub(crate) fn write_server_vars(
             .get(http::header::CONTENT_LENGTH)
             .map_or(&b""[..], |v| v.as_bytes()),
     };
-    let count =
-        FIXED_VARS + usize::from(conn.https) + parts.headers.keys().filter(|n| passes(n)).count();
+    let authority = authority_as_host(parts);
+    let count = FIXED_VARS
+        + usize::from(conn.https)
+        + usize::from(authority.is_some())
+        + parts.headers.keys().filter(|n| passes(n)).count();
     let script = &server.script;
     let mut vars = PhpArrayWriter::new(dst, count);
     vars.str(b"PATH_INFO", b"")
@@ -125,6 +133,9 @@ pub(crate) fn write_server_vars(
         .str(b"SERVER_NAME", server.server_name.as_bytes())
         .str(b"REDIRECT_STATUS", b"200");
     headers(&mut vars, parts);
+    if let Some(authority) = authority {
+        vars.str(b"HTTP_HOST", authority.as_bytes());
+    }
     let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
     let micros = since_epoch.as_micros() as f64 / 1_000_000.0;
     vars.str(b"PHP_SELF", script.name.as_bytes())
@@ -171,6 +182,15 @@ fn protocol(version: Version) -> &'static [u8] {
         Version::HTTP_09 => b"HTTP/0.9",
         _ => b"HTTP/1.1",
     }
+}
+
+/// An HTTP/2 request names its host in `:authority` and need not send a
+/// `Host` header; nginx passes the authority as `HTTP_HOST` then.
+fn authority_as_host(parts: &Parts) -> Option<&str> {
+    if parts.version != Version::HTTP_2 || parts.headers.contains_key(http::header::HOST) {
+        return None;
+    }
+    parts.uri.authority().map(|a| a.as_str())
 }
 
 /// Whether a request header becomes an `HTTP_*` variable (see [`headers`]).
@@ -311,6 +331,41 @@ mod tests {
         );
         assert!(vars.contains("s:14:\"CONTENT_LENGTH\";s:0:\"\";"), "{vars}");
         assert!(!vars.contains("\"HTTPS\""), "{vars}");
+    }
+
+    #[test]
+    fn an_http2_authority_is_the_host() {
+        let conn = Connection::new(
+            "127.0.0.1:50000".parse().unwrap(),
+            "127.0.0.1:8443".parse().unwrap(),
+            true,
+        );
+        let req = http::Request::get("https://example.test:8443/p?q=1")
+            .version(Version::HTTP_2)
+            .body(())
+            .unwrap();
+        let vars = server_vars(&parts(req), &conn, &info(), None, UNIX_EPOCH);
+        assert!(
+            vars.contains("s:9:\"HTTP_HOST\";s:17:\"example.test:8443\";"),
+            "{vars}"
+        );
+        assert!(
+            vars.contains("s:15:\"SERVER_PROTOCOL\";s:8:\"HTTP/2.0\";"),
+            "{vars}"
+        );
+        assert!(
+            vars.contains("s:11:\"REQUEST_URI\";s:6:\"/p?q=1\";"),
+            "{vars}"
+        );
+        // A Host header wins, and is not doubled.
+        let req = http::Request::get("https://example.test/")
+            .version(Version::HTTP_2)
+            .header("Host", "other.test")
+            .body(())
+            .unwrap();
+        let vars = server_vars(&parts(req), &conn, &info(), None, UNIX_EPOCH);
+        assert_eq!(vars.matches("HTTP_HOST").count(), 1, "{vars}");
+        assert!(vars.contains("\"other.test\""), "{vars}");
     }
 
     #[test]

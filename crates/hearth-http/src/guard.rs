@@ -96,6 +96,15 @@ impl Shared {
         *lock(&self.body)
     }
 
+    /// Requests begun and finished so far: unchanged over a while, and
+    /// equal, means the connection sat idle.
+    pub fn activity(&self) -> (u64, u64) {
+        (
+            self.calls.load(Ordering::Acquire),
+            self.done.load(Ordering::Acquire),
+        )
+    }
+
     fn idle(&self) -> bool {
         self.done.load(Ordering::Acquire) >= self.heads.load(Ordering::Acquire)
     }
@@ -171,6 +180,10 @@ pub(crate) struct GuardedIo<T> {
     since: Instant,
     wait: Option<Wait>,
     sleep: Pin<Box<Sleep>>,
+    /// The deadline `sleep` is set to. Moving a timer costs a trip through
+    /// tokio's timer wheel, and the idle wait starts after every response:
+    /// the timer is left early and, when it fires early, moved then.
+    armed: Option<Instant>,
     /// While closing after a refusal: the socket's write side is shut and
     /// it is being drained until this deadline.
     linger: Option<(Instant, usize)>,
@@ -208,6 +221,7 @@ impl<T> GuardedIo<T> {
             since: now,
             wait: None,
             sleep: Box::pin(tokio::time::sleep_until(now)),
+            armed: Some(now),
             linger: None,
         }
     }
@@ -266,10 +280,21 @@ impl<T: AsyncRead + Unpin> GuardedIo<T> {
                 self.since = Instant::now();
             }
             self.wait = Some(wait);
-            self.sleep.as_mut().reset(self.since + limit);
         }
-        if self.sleep.as_mut().poll(cx).is_pending() {
-            return Poll::Pending;
+        let deadline = self.since + limit;
+        loop {
+            if self.armed.is_none_or(|at| at > deadline) {
+                self.sleep.as_mut().reset(deadline);
+                self.armed = Some(deadline);
+            }
+            if self.sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            // Fired: at the deadline, or at an earlier one it was left at.
+            self.armed = None;
+            if Instant::now() >= deadline {
+                break;
+            }
         }
         match wait {
             Wait::Idle => {
@@ -350,18 +375,17 @@ impl<T: AsyncRead + Unpin> AsyncRead for GuardedIo<T> {
                 return Poll::Pending;
             }
             let was_empty = this.buf.is_empty();
-            let mut scratch = [0u8; 8192];
-            let mut read = ReadBuf::new(&mut scratch);
-            match Pin::new(&mut this.inner).poll_read(cx, &mut read) {
-                Poll::Ready(Ok(())) => {
-                    if read.filled().is_empty() {
+            // Straight into the buffer's spare room: no zeroed scratch, no copy.
+            this.buf.reserve(8192);
+            match tokio_util::io::poll_read_buf(Pin::new(&mut this.inner), cx, &mut this.buf) {
+                Poll::Ready(Ok(n)) => {
+                    if n == 0 {
                         // End of input: what is held back (a partial head)
                         // never reaches hyper, which sees the end.
                         this.buf.clear();
                         this.closed = Some(Closed::Eof);
                         continue;
                     }
-                    this.buf.extend_from_slice(read.filled());
                     if this.framer.phase() == Phase::Body || was_empty {
                         // Body progress, or the first byte of a head:
                         // the clock starts again.
@@ -417,6 +441,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
             std::task::ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
             let deadline = Instant::now() + LINGER;
             this.sleep.as_mut().reset(deadline);
+            this.armed = Some(deadline);
             this.linger = Some((deadline, 0));
         }
         let mut scratch = [0u8; 4096];

@@ -1,4 +1,4 @@
-//! The HTTP/1.1 front of Hearth.
+//! The HTTP front of Hearth: HTTP/1.1, and over TLS (or as h2c) HTTP/2.
 //!
 //! Each request is read whole (bounded by the body limit; multipart forms
 //! parsed and their uploads spooled to disk), turned into the `$_SERVER`
@@ -10,15 +10,25 @@
 //! answered from disk first (`static_files`), and compressible responses
 //! are gzip- or brotli-encoded for clients that accept it (`compress`).
 
+mod access_log;
+pub mod admin;
 mod body;
 mod cgi;
 mod compress;
 mod framing;
 mod guard;
+mod metrics;
+mod observe;
+mod protocol;
 mod response;
 mod server;
 mod static_files;
+mod tls;
 
+pub use access_log::{AccessLog, AccessLogFormat};
 pub use cgi::Script;
+pub use metrics::Metrics;
+pub use observe::{Observed, Observer};
 pub use response::{ReaderBody, ResponseBody, StreamError};
 pub use server::{serve, ServeConfig};
+pub use tls::{TlsConfig, TlsError};

@@ -11,9 +11,9 @@ use hearth_pool::Pool;
 use hearth_proto::{begin_frame, encode_frame, end_frame, Kind};
 use http::{HeaderValue, Request, Response, StatusCode};
 use hyper::body::{Body as _, Incoming};
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
@@ -21,7 +21,10 @@ use crate::body::{self, BodyError, UploadSettings};
 use crate::cgi::{self, Connection, Script, ServerInfo};
 use crate::framing::Limits;
 use crate::guard::{self, GuardedIo, Timeouts, Tracked};
+use crate::observe::{Observer, Record, WorkerPid};
+use crate::protocol::{self, Negotiation, Protocol};
 use crate::response::{self, ResponseBody};
+use crate::tls::TlsConfig;
 use crate::{compress, static_files};
 
 /// How the HTTP front behaves.
@@ -75,6 +78,17 @@ pub struct ServeConfig {
     /// stopped (SIGTERM, then SIGKILL) and replaced, and the client gets
     /// 504 (or, mid-stream, a cut connection). None: no limit.
     pub request_timeout: Option<Duration>,
+    /// Serve HTTPS with this certificate: HTTP/2 or HTTP/1.1, as the
+    /// client chooses by ALPN. None: plain HTTP.
+    pub tls: Option<TlsConfig>,
+    /// On plain HTTP, also serve HTTP/2 to clients that open with its
+    /// preface (h2c with prior knowledge).
+    pub h2c: bool,
+    /// Most requests an HTTP/2 connection may have in flight at once
+    /// (nginx's `http2_max_concurrent_streams`).
+    pub max_concurrent_streams: u32,
+    /// Metrics and the access log, when either is on.
+    pub observer: Observer,
 }
 
 impl ServeConfig {
@@ -97,6 +111,10 @@ impl ServeConfig {
             retry_after: 1,
             grace_period: Duration::from_secs(30),
             request_timeout: Some(Duration::from_secs(60)),
+            tls: None,
+            h2c: false,
+            max_concurrent_streams: 128,
+            observer: Observer::default(),
         }
     }
 }
@@ -108,7 +126,7 @@ struct App {
     info: ServerInfo,
 }
 
-/// Serves HTTP/1.1 on `listener` until `shutdown` completes, then stops
+/// Serves HTTP (see [`ServeConfig::tls`] and [`ServeConfig::h2c`]) on `listener` until `shutdown` completes, then stops
 /// accepting, lets in-flight requests finish within the grace period, and
 /// returns. The pool is left running; the caller stops it.
 pub async fn serve(
@@ -151,6 +169,31 @@ pub async fn serve(
         // Up to 100 hyper keeps headers on the stack.
         builder.max_headers(config.max_headers);
     }
+    let http1 = Arc::new(builder);
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(config.max_concurrent_streams)
+        // The head limits in HPACK's terms: 32 bytes per field on top of
+        // its name and value.
+        .max_header_list_size(
+            u32::try_from(config.max_header_size + 32 * config.max_headers).unwrap_or(u32::MAX),
+        );
+    let http2 = Arc::new(builder);
+    let negotiation = Arc::new(Negotiation {
+        tls: config.tls.as_ref().map(TlsConfig::acceptor),
+        h2c: config.h2c,
+        timeout: config.header_timeout,
+    });
+    // hyper has no idle timeout for HTTP/2: such connections close by
+    // themselves after the keep-alive timeout without a request.
+    let h2_idle = match config.keep_alive_timeout {
+        d if d.is_zero() => config.header_timeout,
+        d => d,
+    };
+    // HTTP/2 connections are closed by hand (when idle, or on shutdown):
+    // each holds a receiver until it ends.
+    let (stopping, _) = tokio::sync::watch::channel(());
     let slots = Arc::new(tokio::sync::Semaphore::new(config.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
     // Connection tasks, so that those still open when the grace period
@@ -176,10 +219,10 @@ pub async fn serve(
                     Ok(local) => local,
                     Err(_) => continue,
                 };
-                let conn = Arc::new(Connection::new(remote, local, false));
+                let conn = Arc::new(Connection::new(remote, local, config.tls.is_some()));
                 let app = app.clone();
                 let shared = Arc::new(guard::Shared::default());
-                let io = GuardedIo::new(stream, limits, timeouts, shared.clone(), remote);
+                let guard_shared = shared.clone();
                 let service = service_fn(move |mut req: Request<Incoming>| {
                     let (app, conn, shared) = (app.clone(), conn.clone(), shared.clone());
                     async move {
@@ -193,9 +236,45 @@ pub async fn serve(
                         Ok(response.map(|b| Tracked::new(b, in_flight)))
                     }
                 });
-                let connection = graceful.watch(builder.serve_connection(TokioIo::new(io), service));
+                let watcher = graceful.watcher();
+                let mut stop = stopping.subscribe();
+                let (http1, http2) = (http1.clone(), http2.clone());
+                let negotiation = negotiation.clone();
                 connections.spawn(async move {
-                    if let Err(e) = connection.await {
+                    let ended = match protocol::negotiate(stream, &negotiation, remote).await {
+                        None => Ok(()),
+                        Some((stream, Protocol::Http1)) => {
+                            let io = GuardedIo::new(stream, limits, timeouts, guard_shared, remote);
+                            watcher.watch(http1.serve_connection(TokioIo::new(io), service)).await
+                        }
+                        Some((stream, Protocol::Http2)) => {
+                            drop(watcher);
+                            let connection = http2.serve_connection(TokioIo::new(stream), service);
+                            let idle = protocol::idle(guard_shared.clone(), h2_idle);
+                            tokio::pin!(connection, idle);
+                            let mut closing = false;
+                            loop {
+                                tokio::select! {
+                                    ended = connection.as_mut() => break ended,
+                                    _ = stop.changed(), if !closing => {}
+                                    _ = &mut idle => {
+                                        if closing {
+                                            // Still idle after the GOAWAY:
+                                            // the client does not close.
+                                            break Ok(());
+                                        }
+                                        idle.set(protocol::idle(guard_shared.clone(), h2_idle));
+                                    }
+                                }
+                                if !closing {
+                                    // GOAWAY: requests in flight finish.
+                                    closing = true;
+                                    connection.as_mut().graceful_shutdown();
+                                }
+                            }
+                        }
+                    };
+                    if let Err(e) = ended {
                         tracing::debug!(%remote, "connection ended: {e}");
                     }
                     drop(slot);
@@ -206,8 +285,12 @@ pub async fn serve(
     }
     drop(listener);
     tracing::info!("stopped accepting connections; waiting for in-flight requests");
+    let _ = stopping.send(());
+    let all_closed = async {
+        tokio::join!(graceful.shutdown(), stopping.closed());
+    };
     tokio::select! {
-        _ = graceful.shutdown() => tracing::info!("all connections closed"),
+        _ = all_closed => tracing::info!("all connections closed"),
         _ = tokio::time::sleep(app.config.grace_period) => {
             tracing::warn!(
                 "grace period of {:?} over with requests still in flight; closing their connections",
@@ -246,7 +329,24 @@ fn closing(mut response: Response<ResponseBody>) -> Response<ResponseBody> {
     response
 }
 
+/// Answers a request, recording it for metrics and the access log when
+/// they are on.
 async fn handle(
+    req: Request<Incoming>,
+    app: Arc<App>,
+    conn: Arc<Connection>,
+) -> Result<Response<ResponseBody>, Infallible> {
+    if !app.config.observer.is_on() {
+        return respond(req, app, conn).await;
+    }
+    // Recorded when the response has been sent, or when this future is
+    // dropped first (the client went away).
+    let record = Record::begin(&app.config.observer, &conn, &req);
+    let response = respond(req, app, conn).await?;
+    Ok(record.attach(response))
+}
+
+async fn respond(
     req: Request<Incoming>,
     app: Arc<App>,
     conn: Arc<Connection>,
@@ -275,7 +375,8 @@ async fn handle(
     let request_body = if incoming.is_end_stream() {
         body::Body::default()
     } else {
-        let settings = UploadSettings::from_ready(app.pool.settings().as_deref());
+        let mut settings = UploadSettings::from_ready(app.pool.settings().as_deref());
+        settings.owner = app.pool.config().user.as_ref().map(|u| (u.uid, u.gid));
         let read = match body::multipart_boundary(
             &parts.method,
             parts.headers.get(http::header::CONTENT_TYPE),
@@ -338,17 +439,25 @@ async fn handle(
         lease.set_deadline(tokio::time::Instant::now() + limit);
     }
     let pid = lease.pid();
+    lease.set_current(
+        parts.method.as_str(),
+        parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+    );
     let keep: response::Keep = Box::new(request_body.uploads);
-    match response::read(lease, &parts.method, keep).await {
+    let mut response = match response::read(lease, &parts.method, keep).await {
         Ok(response) if config.compression => {
-            Ok(compress::php_response(response, &parts.method, &parts.headers).await)
+            compress::php_response(response, &parts.method, &parts.headers).await
         }
-        Ok(response) => Ok(response),
+        Ok(response) => response,
         Err(e) => {
             tracing::error!(pid, method = %parts.method, uri = %parts.uri, "{e}");
-            Ok(failure(&e, config))
+            failure(&e, config)
         }
+    };
+    if config.observer.is_on() {
+        response.extensions_mut().insert(WorkerPid(pid));
     }
+    Ok(response)
 }
 
 /// PHP refuses to parse a form larger than post_max_size; so does Hearth,

@@ -63,6 +63,63 @@ pub struct PoolConfig {
     pub ttl: Option<Duration>,
     /// Time idle past which a worker is replaced by a fresh one.
     pub idle_ttl: Option<Duration>,
+    /// The user workers run as, when Hearth runs as root. None: Hearth's own.
+    pub user: Option<WorkerUser>,
+}
+
+/// A user and group for worker processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerUser {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl WorkerUser {
+    /// Looks up `spec`: a user name from `/etc/passwd` (its primary group),
+    /// or `UID` or `UID:GID`. (Users known only to NSS services such as
+    /// LDAP need the numeric form.)
+    pub fn lookup(spec: &str) -> Result<WorkerUser, String> {
+        let numeric = |s: &str| s.parse::<u32>().ok();
+        if let Some((uid, gid)) = spec.split_once(':') {
+            return match (numeric(uid), numeric(gid)) {
+                (Some(uid), Some(gid)) => Ok(WorkerUser {
+                    name: spec.to_owned(),
+                    uid,
+                    gid,
+                }),
+                _ => Err(format!("{spec:?}: expected a user name, UID or UID:GID")),
+            };
+        }
+        let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+        for line in passwd.lines() {
+            let fields: Vec<&str> = line.split(':').collect();
+            if fields.len() < 4 {
+                continue;
+            }
+            if fields[0] == spec || numeric(spec).is_some_and(|u| Some(u) == numeric(fields[2])) {
+                if let (Some(uid), Some(gid)) = (numeric(fields[2]), numeric(fields[3])) {
+                    return Ok(WorkerUser {
+                        name: fields[0].to_owned(),
+                        uid,
+                        gid,
+                    });
+                }
+            }
+        }
+        match numeric(spec) {
+            Some(uid) => Ok(WorkerUser {
+                name: spec.to_owned(),
+                uid,
+                gid: uid,
+            }),
+            None => Err(format!("no user {spec:?} in /etc/passwd")),
+        }
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.uid == 0
+    }
 }
 
 impl PoolConfig {
@@ -88,6 +145,7 @@ impl PoolConfig {
             max_memory: 0,
             ttl: None,
             idle_ttl: None,
+            user: None,
             cwd: None,
             boot_hint: "does the script call Hearth\\Worker::serve()?".to_owned(),
         }

@@ -23,6 +23,7 @@ use hearth_proto::message::ErrorReport;
 use hearth_proto::{encode_frame, flags, Frame, Kind};
 use tokio::sync::oneshot;
 
+use crate::observe::RestartReason;
 use crate::pool::Shared;
 use crate::worker::{Handover, Queued, Retire, Worker, WorkerShared, WRITE_PENDING, WRITE_STARTED};
 use crate::Error;
@@ -352,8 +353,9 @@ fn release(pool: &Arc<Shared>, mut worker: Worker) {
     // worker's channel and must run there (it runs, then the worker goes).
     let worn = worker.shared.recycle_due()
         || match worn_out(pool, &mut worker) {
-            Some(why) => {
+            Some((reason, why)) => {
                 tracing::info!(pid = worker.pid(), "replacing the worker: {why}");
+                worker.shared.set_reason(reason);
                 worker.shared.mark_recycle();
                 true
             }
@@ -363,6 +365,7 @@ fn release(pool: &Arc<Shared>, mut worker: Worker) {
         let mut l = worker.shared.link();
         let queued = l.queued.take();
         l.busy = queued.is_some();
+        l.current.clear();
         queued
     };
     if let Some(q) = queued {
@@ -419,6 +422,7 @@ fn release(pool: &Arc<Shared>, mut worker: Worker) {
 
 /// Replaces a worker after its current request, or now if it is idle.
 pub(crate) fn retire_worker(pool: &Arc<Shared>, link: &Arc<WorkerShared>) {
+    link.set_reason(RestartReason::Reload);
     link.mark_recycle();
     let idle = {
         let mut d = pool.dispatch();
@@ -432,17 +436,20 @@ pub(crate) fn retire_worker(pool: &Arc<Shared>, link: &Arc<WorkerShared>) {
 
 /// Why a worker that has just finished a request should be replaced, if
 /// it should: `max_requests`, `ttl`, `max_memory`.
-fn worn_out(pool: &Shared, worker: &mut Worker) -> Option<String> {
+fn worn_out(pool: &Shared, worker: &mut Worker) -> Option<(RestartReason, String)> {
     let config = &pool.config;
     if worker.served >= worker.request_limit {
-        return Some(format!(
-            "it served {} requests (max_requests)",
-            worker.served
+        return Some((
+            RestartReason::MaxRequests,
+            format!("it served {} requests (max_requests)", worker.served),
         ));
     }
     if let Some(ttl) = config.ttl {
         if worker.started.elapsed() >= ttl {
-            return Some(format!("it is older than {ttl:?} (ttl)"));
+            return Some((
+                RestartReason::Ttl,
+                format!("it is older than {ttl:?} (ttl)"),
+            ));
         }
     }
     if config.max_memory > 0 {
@@ -452,10 +459,13 @@ fn worn_out(pool: &Shared, worker: &mut Worker) -> Option<String> {
             worker.memory_checked = (Instant::now(), worker.served);
             if let Some(rss) = resident_memory(worker.pid()) {
                 if rss >= config.max_memory {
-                    return Some(format!(
-                        "it uses {} MiB, over {} MiB (max_memory)",
-                        rss >> 20,
-                        config.max_memory >> 20
+                    return Some((
+                        RestartReason::MaxMemory,
+                        format!(
+                            "it uses {} MiB, over {} MiB (max_memory)",
+                            rss >> 20,
+                            config.max_memory >> 20
+                        ),
                     ));
                 }
             }
@@ -465,7 +475,7 @@ fn worn_out(pool: &Shared, worker: &mut Worker) -> Option<String> {
 }
 
 /// A process's resident memory in bytes, from `/proc/PID/statm`.
-fn resident_memory(pid: u32) -> Option<u64> {
+pub(crate) fn resident_memory(pid: u32) -> Option<u64> {
     let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     Some(pages * rustix::param::page_size() as u64)
@@ -502,9 +512,11 @@ pub(crate) async fn sweep_idle(pool: Arc<Shared>) {
                     && w.idle_since.elapsed() >= config.scale_down_after
                 {
                     unneeded.push(w);
-                } else if config.idle_ttl.is_some_and(|t| w.idle_since.elapsed() >= t)
-                    || config.ttl.is_some_and(|t| w.started.elapsed() >= t)
-                {
+                } else if config.idle_ttl.is_some_and(|t| w.idle_since.elapsed() >= t) {
+                    w.shared.set_reason(RestartReason::IdleTtl);
+                    expired.push(w);
+                } else if config.ttl.is_some_and(|t| w.started.elapsed() >= t) {
+                    w.shared.set_reason(RestartReason::Ttl);
                     expired.push(w);
                 } else {
                     d.idle.push(w);
@@ -569,7 +581,7 @@ async fn drain(worker: &mut Worker, id: u32) -> Result<(), Error> {
             continue;
         }
         if matches!(frame.kind, Kind::End | Kind::Result) {
-            worker.served += 1;
+            worker.count_served();
             if frame.has_flag(flags::CLOSE) {
                 worker.shared.retire(Retire::Graceful);
                 return Err(Error::worker_lost("exiting"));
@@ -675,6 +687,19 @@ impl Lease {
             .clone()
     }
 
+    /// Labels the worker with the request it runs (`method target`, cut to
+    /// a fixed length; no allocation), for status reports, until the
+    /// request ends.
+    pub fn set_current(&self, method: &str, target: &str) {
+        if let Some(worker) = &self.worker {
+            worker
+                .shared
+                .link()
+                .current
+                .set(method, target, Instant::now());
+        }
+    }
+
     /// The pid of the worker handling the request.
     pub fn pid(&self) -> u32 {
         self.worker.as_ref().map_or(0, Worker::pid)
@@ -743,7 +768,7 @@ impl Lease {
             Kind::End | Kind::Result => {
                 self.in_flight = false;
                 let worker = self.worker.as_mut().expect("lease holds a worker");
-                worker.served += 1;
+                worker.count_served();
                 if frame.has_flag(flags::CLOSE) {
                     worker.shared.retire(Retire::Graceful);
                 }

@@ -11,14 +11,16 @@
 mod config;
 mod dispatch;
 mod error;
+mod observe;
 mod php;
 mod pool;
 mod process;
 mod supervisor;
 mod worker;
 
-pub use config::PoolConfig;
+pub use config::{PoolConfig, WorkerUser};
 pub use dispatch::Lease;
 pub use error::Error;
+pub use observe::{RestartReason, WorkerInfo, WorkerState};
 pub use php::PhpInfo;
 pub use pool::{Pool, PoolStatus};

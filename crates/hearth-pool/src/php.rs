@@ -149,6 +149,10 @@ pub(crate) fn worker_command(config: &PoolConfig, info: &PhpInfo) -> tokio::proc
     if let Some(dir) = config.cwd.as_deref().or(config.script.parent()) {
         cmd.current_dir(dir);
     }
+    if let Some(user) = &config.user {
+        // std drops root's supplementary groups when it sets the uid.
+        cmd.uid(user.uid).gid(user.gid);
+    }
     // Its own process group: a Ctrl-C in the terminal reaches Hearth, which
     // stops workers gracefully, instead of killing them mid-request.
     cmd.process_group(0);

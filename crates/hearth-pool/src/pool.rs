@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use hearth_proto::message::Ready;
@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::dispatch::{self, lock, Dispatch, Lease, WaiterCount};
+use crate::observe::{RestartCounts, RestartReason, WorkerInfo, WorkerState};
 use crate::php::PhpInfo;
 use crate::supervisor::supervise;
 use crate::worker::{Retire, WorkerShared};
@@ -43,6 +44,10 @@ pub(crate) struct Shared {
     /// Held while a reload runs: one at a time.
     reloading: tokio::sync::Mutex<()>,
     pub restarts: AtomicU64,
+    /// Restarts by why the worker went.
+    pub restart_reasons: RestartCounts,
+    /// The pid of the worker each slot is booting, and since when.
+    pub booting: Vec<Mutex<Option<(u32, Instant)>>>,
     pub started: AtomicU64,
     /// Slots beyond `min_workers` with no worker, waiting for demand.
     pub dormant: AtomicUsize,
@@ -89,6 +94,12 @@ pub struct PoolStatus {
     pub started: u64,
     /// Workers that exited and were replaced.
     pub restarts: u64,
+    /// Those restarts by reason, every reason listed.
+    pub restarts_by_reason: [(RestartReason, u64); 8],
+    /// Workers running a request.
+    pub busy: usize,
+    /// Requests waiting in line for a worker.
+    pub waiting: usize,
 }
 
 impl Pool {
@@ -120,7 +131,13 @@ impl Pool {
                 .permissions(std::fs::Permissions::from_mode(0o700))
                 .tempdir_in(&base)
             {
-                Ok(dir) => Some(dir),
+                Ok(dir) => {
+                    // Workers running as another user open their FIFOs here.
+                    if let Some(user) = &config.user {
+                        std::os::unix::fs::chown(dir.path(), Some(user.uid), Some(user.gid))?;
+                    }
+                    Some(dir)
+                }
                 Err(e) => {
                     tracing::warn!("cannot create a directory for worker pipes in {}: {e}; workers use sockets", base.display());
                     None
@@ -144,6 +161,8 @@ impl Pool {
             supervisors: Mutex::new(Vec::new()),
             reloading: tokio::sync::Mutex::new(()),
             restarts: AtomicU64::new(0),
+            restart_reasons: RestartCounts::default(),
+            booting: (0..workers).map(|_| Mutex::new(None)).collect(),
             started: AtomicU64::new(0),
             dormant: AtomicUsize::new(0),
             grow: Notify::new(),
@@ -206,11 +225,13 @@ impl Pool {
 
     pub fn status(&self) -> PoolStatus {
         let s = &self.shared;
-        let live = s
-            .slots
-            .iter()
-            .filter(|slot| lock(slot).as_ref().is_some_and(|w| !w.is_dead()))
-            .count();
+        let (mut live, mut busy) = (0, 0);
+        for slot in &s.slots {
+            if let Some(w) = lock(slot).as_ref().filter(|w| !w.is_dead()) {
+                live += 1;
+                busy += usize::from(w.link().busy);
+            }
+        }
         PoolStatus {
             workers: s.slots.len(),
             live,
@@ -218,7 +239,62 @@ impl Pool {
             failing: s.failing.load(Ordering::Relaxed),
             started: s.started.load(Ordering::Relaxed),
             restarts: s.restarts.load(Ordering::Relaxed),
+            restarts_by_reason: s.restart_reasons.snapshot(),
+            busy,
+            waiting: s.waiting.load(),
         }
+    }
+
+    /// A snapshot of every worker, booting ones included, in slot order.
+    /// Reads each one's memory from `/proc`: for status reports, not for
+    /// the request path.
+    pub fn workers(&self) -> Vec<WorkerInfo> {
+        let s = &self.shared;
+        let stopping = s.stopping.load(Ordering::Acquire);
+        let mut out = Vec::new();
+        for (slot, (worker, booting)) in s.slots.iter().zip(&s.booting).enumerate() {
+            let worker = lock(worker).clone().filter(|w| !w.is_dead());
+            let Some(w) = worker else {
+                if let Some((pid, since)) = *lock(booting) {
+                    out.push(WorkerInfo {
+                        slot,
+                        pid,
+                        state: WorkerState::Booting,
+                        requests: 0,
+                        memory: dispatch::resident_memory(pid),
+                        age: since.elapsed(),
+                        request: None,
+                    });
+                }
+                continue;
+            };
+            let (busy, current) = {
+                let l = w.link();
+                (l.busy, l.current.get())
+            };
+            let state = if stopping || w.recycle_due() || w.retire_mode() != Retire::No {
+                WorkerState::Stopping
+            } else if busy {
+                WorkerState::Busy
+            } else {
+                WorkerState::Idle
+            };
+            out.push(WorkerInfo {
+                slot,
+                pid: w.pid,
+                state,
+                requests: w.served.load(Ordering::Relaxed),
+                memory: dispatch::resident_memory(w.pid),
+                age: w.created.elapsed(),
+                request: current.map(|(label, since)| (label, since.elapsed())),
+            });
+        }
+        out
+    }
+
+    /// Whether the pool has begun to stop.
+    pub fn is_stopping(&self) -> bool {
+        self.shared.stopping.load(Ordering::Acquire)
     }
 
     /// Hands a request to a worker: waits (bounded by the queue timeout)
@@ -254,7 +330,7 @@ impl Pool {
         if s.stopping.load(Ordering::Acquire) {
             return Err(Error::unavailable("the pool is stopping"));
         }
-        let (trial, mut child) = crate::supervisor::boot(s).await?;
+        let (trial, mut child) = crate::supervisor::boot(s, None).await?;
         dispatch::stop_worker(&trial);
         if tokio::time::timeout(s.config.stop_timeout, child.wait())
             .await

@@ -64,6 +64,9 @@ pub(crate) fn spawn(
             use rustix::fs::{mkfifoat, open, Mode, OFlags, CWD};
             use rustix::pipe::{pipe_with, PipeFlags};
             mkfifoat(CWD, path, Mode::RUSR | Mode::WUSR).map_err(std::io::Error::from)?;
+            if let Some(user) = &config.user {
+                std::os::unix::fs::chown(path, Some(user.uid), Some(user.gid))?;
+            }
             // Non-blocking, so opening does not wait for the worker to
             // open the other end.
             let responses = open(

@@ -9,6 +9,7 @@ use hearth_proto::Kind;
 use tokio::process::Child;
 
 use crate::dispatch::{self, lock};
+use crate::observe::RestartReason;
 use crate::pool::Shared;
 use crate::process::{self, Spawned};
 use crate::worker::{Retire, Worker, WorkerShared};
@@ -34,7 +35,7 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
             tracing::debug!(slot, "requests are waiting: starting an extra worker");
         }
         shared.started.fetch_add(1, Ordering::Relaxed);
-        match boot(&shared).await {
+        match boot(&shared, Some(slot)).await {
             Ok((worker, child)) => {
                 let ws = worker.shared.clone();
                 let pid = ws.pid;
@@ -93,6 +94,13 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                     continue;
                 }
                 shared.restarts.fetch_add(1, Ordering::Relaxed);
+                shared
+                    .restart_reasons
+                    .add(ws.reason().unwrap_or(match ws.retire_mode() {
+                        Retire::Graceful | Retire::Stopping => RestartReason::Exited,
+                        Retire::Terminate => RestartReason::RequestTimeout,
+                        Retire::Now | Retire::No => RestartReason::Crashed,
+                    }));
                 // A worker that dies right after booting, every time, must
                 // not make this loop spin.
                 if booted.elapsed() < Duration::from_secs(1) && ws.retire_mode() == Retire::No {
@@ -183,8 +191,20 @@ impl Drop for Unlink {
     }
 }
 
-/// Starts a worker and waits for its handshake, or for it to exit.
-pub(crate) async fn boot(shared: &Shared) -> Result<(Worker, Child), Error> {
+/// Clears a slot's booting mark when dropped.
+struct Booting<'a>(Option<&'a std::sync::Mutex<Option<(u32, Instant)>>>);
+
+impl Drop for Booting<'_> {
+    fn drop(&mut self) {
+        if let Some(mark) = self.0 {
+            *lock(mark) = None;
+        }
+    }
+}
+
+/// Starts a worker and waits for its handshake, or for it to exit. With a
+/// slot, status reports show the worker as booting in it meanwhile.
+pub(crate) async fn boot(shared: &Shared, slot: Option<usize>) -> Result<(Worker, Child), Error> {
     let config = &shared.config;
     let fifo = shared.next_fifo();
     // The FIFO's name is only needed until the worker has opened it, which
@@ -197,6 +217,11 @@ pub(crate) async fn boot(shared: &Shared) -> Result<(Worker, Child), Error> {
         tail,
         forwarders,
     } = process::spawn(config, &shared.php, fifo.as_deref())?;
+    let _booting = Booting(slot.map(|slot| {
+        let mark = &shared.booting[slot];
+        *lock(mark) = Some((pid, Instant::now()));
+        mark
+    }));
     let mut worker = Worker::new(WorkerShared::new(pid, channel), config.max_payload);
     // Registered before the check, so a stop between the two is not missed.
     let stop = shared.stop.notified();

@@ -1,6 +1,6 @@
 //! One worker process as the pool sees it: its channel and its bookkeeping.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -14,6 +14,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 use tokio::sync::{oneshot, Notify};
 
+use crate::observe::{Current, RestartReason};
 use crate::Error;
 
 /// What the supervisor of a worker should do when asked to end it.
@@ -62,6 +63,13 @@ pub(crate) struct WorkerShared {
     exited: Notify,
     retire: AtomicU8,
     retire_notify: Notify,
+    /// When the process was started.
+    pub created: Instant,
+    /// Requests completed, mirrored from [`Worker::served`] for status
+    /// reports (the [`Worker`] itself is held by one request at a time).
+    pub served: AtomicU64,
+    /// Why it is being replaced, once known: a [`RestartReason`] plus 1.
+    reason: AtomicU8,
 }
 
 /// See [`WorkerShared::link`].
@@ -69,6 +77,8 @@ pub(crate) struct WorkerShared {
 pub(crate) struct Link {
     pub busy: bool,
     pub queued: Option<Queued>,
+    /// The request running, as the HTTP front labelled it.
+    pub current: Current,
 }
 
 /// A request written (or about to be written) to a busy worker, waiting
@@ -113,6 +123,9 @@ impl WorkerShared {
             exited: Notify::new(),
             retire: AtomicU8::new(Retire::No as u8),
             retire_notify: Notify::new(),
+            created: Instant::now(),
+            served: AtomicU64::new(0),
+            reason: AtomicU8::new(0),
         })
     }
 
@@ -200,6 +213,19 @@ impl WorkerShared {
             3 => Retire::Terminate,
             _ => Retire::Now,
         }
+    }
+
+    /// Records why the worker is being replaced; the first reason given
+    /// stands.
+    pub fn set_reason(&self, reason: RestartReason) {
+        let _ =
+            self.reason
+                .compare_exchange(0, reason as u8 + 1, Ordering::AcqRel, Ordering::Acquire);
+    }
+
+    /// Why the worker is being replaced, if a reason was recorded.
+    pub fn reason(&self) -> Option<RestartReason> {
+        RestartReason::from_u8(self.reason.load(Ordering::Acquire).checked_sub(1)?)
     }
 
     pub async fn retire_requested(&self) {
@@ -428,6 +454,12 @@ impl Worker {
     /// Whether the worker can take a request: see [`Channel::is_quiet`].
     pub fn is_quiet(&self) -> bool {
         self.shared.channel.is_quiet()
+    }
+
+    /// Counts a completed request, here and where status reports read it.
+    pub fn count_served(&mut self) {
+        self.served += 1;
+        self.shared.served.store(self.served, Ordering::Relaxed);
     }
 
     /// Called between requests: drops a read buffer that grew large.

@@ -40,6 +40,32 @@ const FILES: &[(&str, &str)] = &[
 pub fn extract() -> io::Result<PathBuf> {
     let dir = base_dir();
     ensure_private_dir(&dir)?;
+    write_files(&dir)?;
+    Ok(dir)
+}
+
+/// A private copy of the built-in files owned by `uid`/`gid`, for workers
+/// that run as another user than Hearth (`--user`). It is removed when the
+/// returned directory is dropped.
+pub fn extract_for(uid: u32, gid: u32) -> io::Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new()
+        .prefix("hearth-lib-")
+        .permissions(fs::Permissions::from_mode(0o700))
+        .tempdir()?;
+    write_files(dir.path())?;
+    let mut todo = vec![dir.path().to_path_buf()];
+    while let Some(path) = todo.pop() {
+        std::os::unix::fs::chown(&path, Some(uid), Some(gid))?;
+        if path.is_dir() {
+            for entry in fs::read_dir(&path)? {
+                todo.push(entry?.path());
+            }
+        }
+    }
+    Ok(dir)
+}
+
+fn write_files(dir: &Path) -> io::Result<()> {
     for (relative, contents) in FILES {
         let path = dir.join(relative);
         if fs::read(&path).is_ok_and(|existing| existing == contents.as_bytes()) {
@@ -57,7 +83,7 @@ pub fn extract() -> io::Result<PathBuf> {
         fs::write(&tmp, contents)?;
         fs::rename(&tmp, &path)?;
     }
-    Ok(dir)
+    Ok(())
 }
 
 fn base_dir() -> PathBuf {

@@ -42,6 +42,13 @@ pub struct ServeSection {
     pub script: Option<PathBuf>,
     /// Address and port to listen on.
     pub listen: Option<String>,
+    /// PEM certificate chain for HTTPS; a relative path is relative to the
+    /// config file. With `tls_key`, Hearth serves HTTPS only.
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `tls_cert`; relative to the config file.
+    pub tls_key: Option<PathBuf>,
+    /// Without TLS, also serve HTTP/2 with prior knowledge (h2c).
+    pub h2c: Option<bool>,
     /// Worker processes, at most (default: one per CPU).
     #[serde(alias = "max_workers")]
     pub workers: Option<usize>,
@@ -97,6 +104,8 @@ pub struct ServeSection {
     pub ttl: Option<Seconds>,
     /// Idle time past which a worker is replaced (default: none).
     pub idle_ttl: Option<Seconds>,
+    /// The user workers run as (required when Hearth runs as root).
+    pub user: Option<String>,
     /// Threads for HTTP and worker I/O (default: one per two CPUs).
     pub threads: Option<usize>,
     /// Run workers under SCHED_BATCH (default true): a worker woken by a
@@ -106,6 +115,18 @@ pub struct ServeSection {
     /// (default true), so workers go from one request to the next without
     /// sleeping in between.
     pub pipelining: Option<bool>,
+    /// The control socket for `hearth status`, `reload` and `stop`; a
+    /// relative path is relative to the config file (default: one per
+    /// listen address under `$XDG_RUNTIME_DIR/hearth` or `/tmp/hearth-UID`).
+    pub control_socket: Option<PathBuf>,
+    /// Address for `/metrics`, `/healthz` and `/readyz`, apart from the
+    /// public port (default: none, off).
+    pub admin: Option<String>,
+    /// Access log format: off, common or json (default off).
+    pub access_log: Option<crate::observe::AccessLogChoice>,
+    /// Access log file, appended to; a relative path is relative to the
+    /// config file (default: standard output).
+    pub access_log_file: Option<PathBuf>,
     /// Extra php.ini settings for workers, passed as `-d name=value`.
     pub ini: BTreeMap<String, String>,
     /// Extra environment variables for workers.
@@ -156,6 +177,26 @@ impl FileConfig {
                 config.serve.script = Some(base.join(script));
             }
         }
+        for file in [&mut config.serve.tls_cert, &mut config.serve.tls_key]
+            .into_iter()
+            .flatten()
+        {
+            if file.is_relative() {
+                *file = path.parent().unwrap_or(Path::new(".")).join(&*file);
+            }
+        }
+        let base = path.parent().unwrap_or(Path::new(".")).to_path_buf();
+        for file in [
+            &mut config.serve.control_socket,
+            &mut config.serve.access_log_file,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if file.is_relative() {
+                *file = base.join(&*file);
+            }
+        }
         if let Some(root) = &config.serve.root {
             if root.is_relative() {
                 let base = path.parent().unwrap_or(Path::new("."));
@@ -179,6 +220,14 @@ impl FileConfig {
         }
         if s.threads == Some(0) {
             return bad("threads", "must be at least 1");
+        }
+        if let Some(admin) = &s.admin {
+            if admin.parse::<std::net::SocketAddr>().is_err() {
+                return bad(
+                    "admin",
+                    &format!("{admin:?} is not an address and port like 127.0.0.1:9090"),
+                );
+            }
         }
         if let Some(listen) = &s.listen {
             if listen.parse::<std::net::SocketAddr>().is_err() {
@@ -385,6 +434,18 @@ mod tests {
             assert!(err.starts_with("/etc/app/hearth.toml: "), "{err}");
             assert!(err.contains(field), "{field} not named in: {err}");
         }
+    }
+
+    #[test]
+    fn tls_paths_are_relative_to_the_file() {
+        let s = parse(
+            "[serve]\ntls_cert = \"certs/site.pem\"\ntls_key = \"/k/site.key\"\nh2c = false\n",
+        )
+        .unwrap()
+        .serve;
+        assert_eq!(s.tls_cert, Some(PathBuf::from("/etc/app/certs/site.pem")));
+        assert_eq!(s.tls_key, Some(PathBuf::from("/k/site.key")));
+        assert_eq!(s.h2c, Some(false));
     }
 
     #[test]

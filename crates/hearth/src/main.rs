@@ -12,6 +12,9 @@ pub(crate) use say;
 
 mod assets;
 mod config;
+mod control;
+mod ctl;
+mod observe;
 mod run;
 mod serve;
 
@@ -45,6 +48,12 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// Print the directory of the PHP library built into this binary.
     PhpLib,
+    /// Show a running server's workers and pool totals (over its control socket).
+    Status(ctl::StatusArgs),
+    /// Reload a running server's workers, as SIGHUP does; exit status 1 if it fails.
+    Reload(ctl::Target),
+    /// Stop a running server gracefully, as SIGTERM does, and wait until it has exited.
+    Stop(ctl::Target),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +74,9 @@ fn main() -> ExitCode {
             }
         }
         Command::Serve(args) => serve::run(*args),
+        Command::Status(args) => ctl::status(args),
+        Command::Reload(target) => ctl::reload(target),
+        Command::Stop(target) => ctl::stop(target),
         Command::PhpLib => assets::extract()
             .map(|dir: PathBuf| println!("{}", dir.join("php").display()))
             .map_err(Into::into),

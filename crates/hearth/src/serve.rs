@@ -21,6 +21,17 @@ pub struct ServeArgs {
     /// Address to listen on [default: 127.0.0.1:8080]
     #[arg(long, short)]
     listen: Option<SocketAddr>,
+    /// PEM certificate chain: serve HTTPS (HTTP/2 and HTTP/1.1, by ALPN) instead
+    /// of plain HTTP; needs --tls-key
+    #[arg(long, value_name = "PATH")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert
+    #[arg(long, value_name = "PATH")]
+    tls_key: Option<PathBuf>,
+    /// Without TLS, also serve HTTP/2 to clients that start with its preface
+    /// (h2c, prior knowledge)
+    #[arg(long)]
+    h2c: bool,
     /// Worker processes (at most, with --min-workers) [default: one per CPU]
     #[arg(long, short, visible_alias = "max-workers")]
     workers: Option<usize>,
@@ -107,6 +118,10 @@ pub struct ServeArgs {
     /// With --watch, the directory to watch instead of the script's
     #[arg(long, value_name = "DIR", requires = "watch")]
     watch_dir: Option<PathBuf>,
+    /// Run workers as this user (name, UID or UID:GID). Required when Hearth runs
+    /// as root: PHP never runs as root unless `--user root` says so
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
     /// Extra php.ini setting for workers (repeatable)
     #[arg(short = 'd', long = "ini", value_name = "NAME=VALUE", value_parser = parse_ini)]
     ini: Vec<(String, String)>,
@@ -119,6 +134,19 @@ pub struct ServeArgs {
     /// Never queue a request on a busy worker, even when others wait
     #[arg(long)]
     no_pipelining: bool,
+    /// Control socket for `hearth status`, `reload` and `stop`
+    /// [default: $XDG_RUNTIME_DIR/hearth/ADDR.sock, else /tmp/hearth-UID/ADDR.sock]
+    #[arg(long, value_name = "PATH")]
+    control_socket: Option<PathBuf>,
+    /// Serve /metrics, /healthz and /readyz on this address, never on the public port [default: off]
+    #[arg(long, value_name = "IP:PORT")]
+    admin: Option<SocketAddr>,
+    /// Access log: off, common or json [default: off]
+    #[arg(long, value_name = "FORMAT")]
+    access_log: Option<crate::observe::AccessLogChoice>,
+    /// Write the access log to this file (appending) instead of standard output
+    #[arg(long, value_name = "PATH")]
+    access_log_file: Option<PathBuf>,
 }
 
 pub(crate) fn parse_ini(s: &str) -> Result<(String, String), String> {
@@ -138,8 +166,13 @@ struct Setup {
     pool: PoolConfig,
     http: ServeConfig,
     demo: bool,
+    /// A copy of the built-in files for workers running as `--user`; kept
+    /// (and removed at exit) with the setup.
+    _private_assets: Option<tempfile::TempDir>,
     /// Where `--watch` looks for changed PHP files.
     watch: Option<PathBuf>,
+    /// Control socket, admin listener, access log.
+    observe: crate::observe::ObserveSetup,
 }
 
 fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
@@ -147,6 +180,13 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
         Some(path) => FileConfig::load(path)?.serve,
         None => ServeSection::default(),
     };
+    let observe = crate::observe::ObserveSetup::resolve(
+        args.control_socket,
+        args.admin,
+        args.access_log,
+        args.access_log_file,
+        &file,
+    )?;
     let (script, demo) = match args.script.or(file.script) {
         Some(script) => (script, false),
         None => (assets::extract_demo()?, true),
@@ -198,11 +238,24 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
         flag.or(file).map_or(Duration::from_secs(default), |s| s.0)
     };
 
+    let user = worker_user(args.user.as_deref().or(file.user.as_deref()))?;
+    let mut private_assets = None;
+    let script = match (&user, demo) {
+        (Some(user), true) => {
+            // Hearth's own copy of the demo is private to Hearth's user.
+            let dir = crate::assets::extract_for(user.uid, user.gid)?;
+            let script = dir.path().join("demo/worker.php");
+            private_assets = Some(dir);
+            script
+        }
+        _ => script,
+    };
     let mut pool = PoolConfig::new(php, &script, workers);
     pool.queue_timeout = duration(args.queue_timeout, file.queue_timeout, 30);
     pool.boot_timeout = duration(args.boot_timeout, file.boot_timeout, 60);
     pool.stop_timeout = duration(args.stop_timeout, file.stop_timeout, 10);
     pool.min_workers = min_workers;
+    pool.user = user;
     pool.scale_down_after = duration(args.scale_down_after, file.scale_down_after, 10);
     pool.max_requests = args.max_requests.or(file.max_requests).unwrap_or(0);
     pool.max_memory = args.max_memory.or(file.max_memory).map_or(0, |s| s.0);
@@ -278,13 +331,28 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
     http.grace_period = duration(args.grace_period, file.grace_period, 30);
     http.request_timeout =
         Some(duration(args.request_timeout, file.request_timeout, 60)).filter(|d| !d.is_zero());
+    http.tls = match (
+        args.tls_cert.or(file.tls_cert),
+        args.tls_key.or(file.tls_key),
+    ) {
+        (Some(cert), Some(key)) => Some(hearth_http::TlsConfig::from_pem_files(&cert, &key)?),
+        (Some(_), None) => bail!("--tls-cert needs --tls-key (tls_key in the config file)"),
+        (None, Some(_)) => bail!("--tls-key needs --tls-cert (tls_cert in the config file)"),
+        (None, None) => None,
+    };
+    http.h2c = args.h2c || file.h2c.unwrap_or(false);
+    if http.h2c && http.tls.is_some() {
+        bail!("--h2c is for plain HTTP: over TLS, clients choose HTTP/2 by ALPN");
+    }
     Ok(Setup {
+        observe,
         watch,
         listen,
         threads,
         pool,
         http,
         demo,
+        _private_assets: private_assets,
     })
 }
 
@@ -331,15 +399,21 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", setup.listen))?;
     let addr = listener.local_addr()?;
+    let control = crate::observe::bind_control(&setup.observe, addr)?;
     let pool = Pool::start(setup.pool.clone()).await?;
     let php = pool.php();
     tracing::info!(
-        "hearth {} serving {} on http://{addr} with {} ({} {}, {})",
+        "hearth {} serving {} on {}://{addr} with {} ({} {}, {})",
         env!("CARGO_PKG_VERSION"),
         if setup.demo {
             "the built-in demo".to_owned()
         } else {
             setup.pool.script.display().to_string()
+        },
+        if setup.http.tls.is_some() {
+            "https"
+        } else {
+            "http"
         },
         if setup.pool.min_workers < setup.pool.workers {
             format!(
@@ -359,6 +433,13 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
             php.binary.display()
         );
     }
+    let observing = match crate::observe::start(&setup.observe, control, addr, &pool).await {
+        Ok(observing) => observing,
+        Err(e) => {
+            pool.shutdown().await;
+            return Err(e);
+        }
+    };
     tokio::spawn(reloader(pool.clone(), setup.watch.clone()));
     let ready = pool.clone();
     let workers = setup.pool.min_workers.min(setup.pool.workers);
@@ -368,15 +449,26 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         }
     });
 
+    let stopping = observing.stopping.clone();
+    let (pool_for_signals, observing_stop) = (pool.clone(), observing.stop.clone());
+    let shutdown = async move {
+        shutdown_signal(pool_for_signals, observing_stop).await;
+        stopping.store(true, std::sync::atomic::Ordering::Release);
+    };
     hearth_http::serve(
         listener,
         pool.clone(),
-        setup.http,
-        shutdown_signal(pool.clone()),
+        ServeConfig {
+            observer: observing.observer.clone(),
+            ..setup.http
+        },
+        shutdown,
     )
     .await?;
     pool.shutdown().await;
     tracing::info!("stopped");
+    // Removes the control socket.
+    drop(observing);
     Ok(())
 }
 
@@ -386,6 +478,33 @@ fn plural(n: usize, word: &str) -> String {
     } else {
         format!("{n} {word}s")
     }
+}
+
+/// The user workers run as. As root, one must be named: PHP apps are not
+/// run as root by accident. As anyone else, workers run as Hearth does.
+fn worker_user(spec: Option<&str>) -> anyhow::Result<Option<hearth_pool::WorkerUser>> {
+    let root = rustix::process::geteuid().is_root();
+    let Some(spec) = spec else {
+        if root {
+            bail!(
+                "hearth serve is running as root, and would run PHP as root: name the workers' \
+                 user with --user (e.g. --user www-data), or --user root to really run PHP as root"
+            );
+        }
+        return Ok(None);
+    };
+    let user = hearth_pool::WorkerUser::lookup(spec).map_err(|e| anyhow::anyhow!("--user {e}"))?;
+    if !root {
+        if user.uid == rustix::process::geteuid().as_raw() {
+            return Ok(None);
+        }
+        bail!("--user {spec}: only root can run workers as another user");
+    }
+    if user.is_root() {
+        tracing::warn!("workers run as root (--user {spec})");
+        return Ok(None);
+    }
+    Ok(Some(user))
 }
 
 /// Reloads the workers on SIGHUP and, with `--watch`, when a PHP file
@@ -461,7 +580,7 @@ fn watch_php_files(
 
 /// Completes on the first SIGTERM or SIGINT. A second one kills the
 /// workers and exits at once.
-async fn shutdown_signal(pool: Pool) {
+async fn shutdown_signal(pool: Pool, stop: std::sync::Arc<tokio::sync::Notify>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -473,6 +592,7 @@ async fn shutdown_signal(pool: Pool) {
     let name = tokio::select! {
         _ = term.recv() => "SIGTERM",
         _ = int.recv() => "SIGINT",
+        () = stop.notified() => "hearth stop",
     };
     tracing::info!("{name} received: shutting down gracefully (send it again to stop at once)");
     tokio::spawn(async move {

@@ -1,0 +1,236 @@
+//! Prometheus metrics: request counts and latencies recorded as requests
+//! end, and the pool's state read when `/metrics` is scraped.
+
+use hearth_pool::Pool;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use crate::access_log::AccessLog;
+
+/// Request latency buckets, in seconds.
+const BUCKETS: [f64; 14] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: &'static str,
+    code: u16,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabels {
+    class: &'static str,
+}
+
+/// The server's metrics. Recording costs a few atomics and a read lock
+/// on a small map per request; nothing is recorded unless metrics are on
+/// (an admin listener is configured).
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    durations: Family<ClassLabels, Histogram, fn() -> Histogram>,
+    in_flight: Gauge,
+}
+
+impl Metrics {
+    /// Metrics for a server in front of `pool`; `access_log` adds its
+    /// count of dropped lines.
+    pub fn new(pool: Pool, access_log: Option<AccessLog>) -> Metrics {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "hearth_http_requests",
+            "HTTP requests answered, by method and status code",
+            requests.clone(),
+        );
+        let durations = Family::<ClassLabels, Histogram>::new_with_constructor(
+            (|| Histogram::new(BUCKETS)) as fn() -> Histogram,
+        );
+        registry.register(
+            "hearth_http_request_duration_seconds",
+            "Time from a request's arrival to the end of its response, by status class",
+            durations.clone(),
+        );
+        let in_flight = Gauge::default();
+        registry.register(
+            "hearth_http_requests_in_flight",
+            "Requests being handled now",
+            in_flight.clone(),
+        );
+        registry.register_collector(Box::new(PoolCollector { pool, access_log }));
+        Metrics {
+            registry,
+            requests,
+            durations,
+            in_flight,
+        }
+    }
+
+    pub(crate) fn begin(&self) {
+        self.in_flight.inc();
+    }
+
+    /// A request ended with `status` after `seconds`.
+    pub(crate) fn end(&self, method: &http::Method, status: u16, seconds: f64) {
+        self.in_flight.dec();
+        self.requests
+            .get_or_create(&RequestLabels {
+                method: method_label(method),
+                code: status,
+            })
+            .inc();
+        self.durations
+            .get_or_create(&ClassLabels {
+                class: class_label(status),
+            })
+            .observe(seconds);
+    }
+
+    /// The metrics in the text format.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(8 << 10);
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!("cannot encode the metrics: {e}");
+        }
+        out
+    }
+}
+
+/// Methods as labels: the standard ones by name, anything else as
+/// `other`, so that clients cannot grow the label set without bound.
+fn method_label(method: &http::Method) -> &'static str {
+    use http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::PATCH => "PATCH",
+        Method::OPTIONS => "OPTIONS",
+        Method::CONNECT => "CONNECT",
+        Method::TRACE => "TRACE",
+        _ => "other",
+    }
+}
+
+fn class_label(status: u16) -> &'static str {
+    match status / 100 {
+        1 => "1xx",
+        2 => "2xx",
+        3 => "3xx",
+        4 => "4xx",
+        _ => "5xx",
+    }
+}
+
+/// Reads the pool's counters and gauges at scrape time.
+#[derive(Debug)]
+struct PoolCollector {
+    pool: Pool,
+    access_log: Option<AccessLog>,
+}
+
+fn gauge(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    value: i64,
+) -> Result<(), std::fmt::Error> {
+    let metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    ConstGauge::new(value).encode(metric)
+}
+
+fn counter(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    ConstCounter::new(value).encode(metric)
+}
+
+impl Collector for PoolCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let status = self.pool.status();
+        let config = self.pool.config();
+        let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+        gauge(
+            &mut encoder,
+            "hearth_pool_queue_depth",
+            "Requests waiting for a free worker",
+            n(status.waiting),
+        )?;
+        gauge(
+            &mut encoder,
+            "hearth_pool_workers_live",
+            "Workers booted and not exited",
+            n(status.live),
+        )?;
+        gauge(
+            &mut encoder,
+            "hearth_pool_workers_busy",
+            "Workers running a request",
+            n(status.busy),
+        )?;
+        gauge(
+            &mut encoder,
+            "hearth_pool_workers_idle",
+            "Workers waiting for a request",
+            n(status.idle),
+        )?;
+        gauge(
+            &mut encoder,
+            "hearth_pool_workers_min",
+            "Workers always running (min_workers)",
+            n(config.min_workers),
+        )?;
+        gauge(
+            &mut encoder,
+            "hearth_pool_workers_max",
+            "Workers at most (workers)",
+            n(status.workers),
+        )?;
+        gauge(
+            &mut encoder,
+            "hearth_pool_workers_failing",
+            "Slots whose worker is failing to boot",
+            n(status.failing),
+        )?;
+        counter(
+            &mut encoder,
+            "hearth_pool_worker_starts",
+            "Workers started, first boots included",
+            status.started,
+        )?;
+        let mut restarts = encoder.encode_descriptor(
+            "hearth_pool_worker_restarts",
+            "Workers replaced, by reason",
+            None,
+            MetricType::Counter,
+        )?;
+        for (reason, count) in status.restarts_by_reason {
+            let labels = [("reason", reason.as_str())];
+            let metric = restarts.encode_family(&labels)?;
+            ConstCounter::new(count).encode(metric)?;
+        }
+        if let Some(log) = &self.access_log {
+            counter(
+                &mut encoder,
+                "hearth_access_log_dropped",
+                "Access log lines dropped because the writer fell behind",
+                log.dropped(),
+            )?;
+        }
+        Ok(())
+    }
+}

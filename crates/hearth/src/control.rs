@@ -1,0 +1,282 @@
+//! The control socket of `hearth serve`: a unix socket (mode 0600) that
+//! `hearth status`, `hearth reload` and `hearth stop` talk to.
+//!
+//! The protocol is line-delimited JSON: the client sends one request
+//! line, `{"command":"status"}` (or `"reload"`, `"stop"`), and the server
+//! answers with one line, `{"ok":true,...}` or `{"ok":false,"error":"..."}`.
+//! After answering `stop`, the server keeps the connection open until it
+//! exits, so that a client can wait for the end of the shutdown by
+//! reading to end of file.
+
+use std::net::SocketAddr;
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use hearth_pool::Pool;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Notify;
+
+/// The longest request line accepted.
+const MAX_REQUEST: u64 = 4096;
+
+/// The default control socket of a server listening on `listen`:
+/// `$XDG_RUNTIME_DIR/hearth/ADDR.sock`, or `/tmp/hearth-UID/ADDR.sock`.
+/// With `create`, makes the directory (mode 0700) and checks that nobody
+/// else can use it.
+pub fn default_path(listen: SocketAddr, create: bool) -> anyhow::Result<PathBuf> {
+    let uid = rustix::process::geteuid().as_raw();
+    let (dir, shared_parent) = match std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute() && d.is_dir())
+    {
+        Some(runtime) => (runtime.join("hearth"), false),
+        None => (PathBuf::from(format!("/tmp/hearth-{uid}")), true),
+    };
+    if create {
+        match std::fs::create_dir(&dir) {
+            Ok(()) => {
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                    .with_context(|| format!("control socket directory {}", dir.display()))?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("control socket directory {}", dir.display()))
+            }
+        }
+        // In /tmp, someone else could have made the directory first.
+        let meta = std::fs::symlink_metadata(&dir)
+            .with_context(|| format!("control socket directory {}", dir.display()))?;
+        if shared_parent && (!meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0) {
+            bail!(
+                "control socket directory {} is not a private directory of this user (mode 0700); \
+                 remove it or choose a path with --control-socket",
+                dir.display()
+            );
+        }
+    }
+    Ok(dir.join(format!("{listen}.sock")))
+}
+
+/// A bound control socket; its file is removed when dropped.
+#[derive(Debug)]
+pub struct ControlSocket {
+    listener: std::os::unix::net::UnixListener,
+    path: PathBuf,
+    /// The socket file's inode: only that file is removed at exit, not
+    /// one a later server put in its place.
+    ino: u64,
+}
+
+impl ControlSocket {
+    /// Binds `path` with mode 0600. A socket left there by a server that
+    /// is gone is replaced; one that a running server answers on is an
+    /// error.
+    pub fn bind(path: &Path) -> anyhow::Result<ControlSocket> {
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            if !meta.file_type().is_socket() {
+                bail!(
+                    "control socket {}: the path exists and is not a socket",
+                    path.display()
+                );
+            }
+            match std::os::unix::net::UnixStream::connect(path) {
+                Ok(_) => bail!(
+                    "control socket {}: another hearth serve is running there (stop it, or choose \
+                     another path with --control-socket)",
+                    path.display()
+                ),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    tracing::info!("removing the stale control socket {}", path.display());
+                    let _ = std::fs::remove_file(path);
+                }
+                Err(_) => {}
+            }
+        }
+        // Bound under a temporary name and renamed once its mode is 0600,
+        // so that the socket is never reachable with a looser mode.
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = path.with_file_name(format!(".{name}.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let listener = std::os::unix::net::UnixListener::bind(&tmp)
+            .with_context(|| format!("cannot create the control socket {}", path.display()))?;
+        let placed = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if let Err(e) = placed {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e)
+                .with_context(|| format!("cannot create the control socket {}", path.display()));
+        }
+        listener.set_nonblocking(true)?;
+        let ino = std::fs::symlink_metadata(path)?.ino();
+        Ok(ControlSocket {
+            listener,
+            path: path.to_path_buf(),
+            ino,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Answers requests on the socket until the runtime ends; the file
+    /// stays until this is dropped.
+    pub fn serve(&self, state: ControlState) -> anyhow::Result<()> {
+        let listener = UnixListener::from_std(self.listener.try_clone()?)?;
+        let state = Arc::new(state);
+        tokio::spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, _)) => {
+                        tokio::spawn(connection(stream, state.clone()));
+                    }
+                    Err(e) => {
+                        tracing::error!("control socket: accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                }
+            }
+        });
+        Ok(())
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        if std::fs::symlink_metadata(&self.path).is_ok_and(|m| m.ino() == self.ino) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// What the control socket reports on and acts upon.
+#[derive(Debug)]
+pub struct ControlState {
+    pub pool: Pool,
+    /// The address the server listens on.
+    pub listen: SocketAddr,
+    pub started: Instant,
+    /// Notified by `stop`: the same graceful shutdown as SIGTERM.
+    pub stop: Arc<Notify>,
+    /// Set once the shutdown has begun.
+    pub stopping: Arc<AtomicBool>,
+}
+
+async fn connection(stream: UnixStream, state: Arc<ControlState>) {
+    let (read, mut write) = stream.into_split();
+    let mut line = String::new();
+    let mut reader = BufReader::new(read).take(MAX_REQUEST);
+    if reader.read_line(&mut line).await.is_err() {
+        return;
+    }
+    let command = serde_json::from_str::<Value>(&line)
+        .ok()
+        .and_then(|v| v.get("command").and_then(Value::as_str).map(str::to_owned));
+    let (answer, then_wait) = match command.as_deref() {
+        Some("status") => (json!({"ok": true, "status": status(&state)}), false),
+        Some("reload") => {
+            tracing::info!("reload asked for over the control socket: reloading the workers");
+            match state.pool.reload().await {
+                Ok(()) => {
+                    tracing::info!("reload done: every worker runs the current code");
+                    (
+                        json!({"ok": true, "message": "reloaded: every worker runs the current code"}),
+                        false,
+                    )
+                }
+                Err(e) => {
+                    tracing::error!("reload failed, the old workers keep serving: {e}");
+                    (
+                        json!({"ok": false, "error": format!("reload failed, the old workers keep serving: {e}")}),
+                        false,
+                    )
+                }
+            }
+        }
+        Some("stop") => {
+            state.stop.notify_one();
+            (
+                json!({"ok": true, "message": "shutting down gracefully"}),
+                true,
+            )
+        }
+        Some(other) => (
+            json!({"ok": false, "error": format!("unknown command {other:?}: expected status, reload or stop")}),
+            false,
+        ),
+        None => (
+            json!({"ok": false, "error": "expected a JSON line like {\"command\":\"status\"}"}),
+            false,
+        ),
+    };
+    let mut out = answer.to_string();
+    out.push('\n');
+    if write.write_all(out.as_bytes()).await.is_err() || !then_wait {
+        return;
+    }
+    // Held open until the process exits: the client reads end of file
+    // when the server is gone.
+    std::future::pending::<()>().await;
+}
+
+/// The status report: the pool's totals and each worker.
+pub fn status(state: &ControlState) -> Value {
+    let pool = &state.pool;
+    let s = pool.status();
+    let config = pool.config();
+    let reasons: serde_json::Map<String, Value> = s
+        .restarts_by_reason
+        .iter()
+        .map(|(reason, n)| (reason.as_str().to_owned(), json!(n)))
+        .collect();
+    let workers: Vec<Value> = pool
+        .workers()
+        .into_iter()
+        .map(|w| {
+            let request = w.request.map(|(label, running)| {
+                let (method, uri) = label.split_once(' ').unwrap_or((label.as_str(), ""));
+                json!({"method": method, "uri": uri, "seconds": running.as_secs_f64()})
+            });
+            json!({
+                "slot": w.slot,
+                "pid": w.pid,
+                "state": w.state.as_str(),
+                "requests": w.requests,
+                "memory": w.memory,
+                "age": w.age.as_secs_f64(),
+                "request": request,
+            })
+        })
+        .collect();
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "pid": std::process::id(),
+        "listen": state.listen.to_string(),
+        "uptime": state.started.elapsed().as_secs_f64(),
+        "stopping": state.stopping.load(Ordering::Acquire) || pool.is_stopping(),
+        "pool": {
+            "workers": s.workers,
+            "min_workers": config.min_workers.min(s.workers),
+            "max_workers": s.workers,
+            "live": s.live,
+            "busy": s.busy,
+            "idle": s.idle,
+            "failing": s.failing,
+            "queue": s.waiting,
+            "started": s.started,
+            "restarts": s.restarts,
+            "restarts_by_reason": reasons,
+        },
+        "workers": workers,
+    })
+}

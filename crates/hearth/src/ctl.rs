@@ -1,0 +1,241 @@
+//! `hearth status`, `hearth reload`, `hearth stop`: clients of a running
+//! server's control socket (see `control.rs` for the protocol).
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::SocketAddr;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use serde_json::Value;
+
+/// Which server to talk to.
+#[derive(Debug, clap::Args)]
+pub struct Target {
+    /// The address the server listens on; finds its default control socket
+    /// [default: 127.0.0.1:8080]
+    #[arg(long, short)]
+    listen: Option<SocketAddr>,
+    /// The server's control socket, as given to `hearth serve --control-socket`
+    #[arg(long, value_name = "PATH", conflicts_with = "listen")]
+    control_socket: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    target: Target,
+    /// Print the status as JSON, as the server sends it
+    #[arg(long)]
+    json: bool,
+}
+
+impl Target {
+    fn path(&self) -> anyhow::Result<PathBuf> {
+        match &self.control_socket {
+            Some(path) => Ok(path.clone()),
+            None => crate::control::default_path(
+                self.listen
+                    .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+                false,
+            ),
+        }
+    }
+
+    /// Sends one command; returns the answer and the open connection.
+    fn ask(
+        &self,
+        command: &str,
+        timeout: Option<Duration>,
+    ) -> anyhow::Result<(Value, BufReader<UnixStream>)> {
+        let path = self.path()?;
+        let stream = UnixStream::connect(&path).with_context(|| {
+            format!(
+                "cannot reach a hearth serve at {} (is it running, and listening on that address?)",
+                path.display()
+            )
+        })?;
+        stream.set_read_timeout(timeout)?;
+        (&stream).write_all(format!("{{\"command\":\"{command}\"}}\n").as_bytes())?;
+        let mut reader = BufReader::new(stream);
+        let mut line = String::new();
+        reader
+            .read_line(&mut line)
+            .with_context(|| format!("no answer on {}", path.display()))?;
+        if line.is_empty() {
+            bail!(
+                "the server at {} closed the connection without an answer",
+                path.display()
+            );
+        }
+        let answer: Value = serde_json::from_str(&line)
+            .with_context(|| format!("unreadable answer from {}: {line:?}", path.display()))?;
+        if answer["ok"] != Value::Bool(true) {
+            bail!(
+                "{}",
+                answer["error"].as_str().unwrap_or("the server refused")
+            );
+        }
+        Ok((answer, reader))
+    }
+}
+
+pub fn status(args: StatusArgs) -> anyhow::Result<()> {
+    let (answer, _) = args.target.ask("status", Some(Duration::from_secs(10)))?;
+    let status = &answer["status"];
+    if args.json {
+        println!("{status}");
+    } else {
+        print!("{}", table(status));
+    }
+    Ok(())
+}
+
+pub fn reload(target: Target) -> anyhow::Result<()> {
+    let (answer, _) = target.ask("reload", None)?;
+    println!("{}", answer["message"].as_str().unwrap_or("reloaded"));
+    Ok(())
+}
+
+/// Asks for a graceful shutdown and waits until the server has exited.
+pub fn stop(target: Target) -> anyhow::Result<()> {
+    let (answer, mut rest) = target.ask("stop", None)?;
+    println!("{}", answer["message"].as_str().unwrap_or("stopping"));
+    let mut sink = Vec::new();
+    let _ = rest.read_to_end(&mut sink);
+    println!("stopped");
+    Ok(())
+}
+
+/// `4m58s`, `1.2s`, `35ms`.
+fn duration(seconds: f64) -> String {
+    if seconds < 1.0 {
+        return format!("{}ms", (seconds * 1000.0) as u64);
+    }
+    if seconds < 60.0 {
+        return format!("{seconds:.1}s");
+    }
+    let s = seconds as u64;
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, _) => format!("{h}h{m:02}m"),
+    }
+}
+
+fn memory(bytes: &Value) -> String {
+    match bytes.as_u64() {
+        Some(b) => format!("{:.1} MiB", b as f64 / f64::from(1 << 20)),
+        None => "-".into(),
+    }
+}
+
+/// The status as a table for people.
+fn table(status: &Value) -> String {
+    use std::fmt::Write as _;
+    let pool = &status["pool"];
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "hearth {} (pid {}) on {}, up {}{}",
+        status["version"].as_str().unwrap_or("?"),
+        status["pid"],
+        status["listen"].as_str().unwrap_or("?"),
+        duration(status["uptime"].as_f64().unwrap_or(0.0)),
+        if status["stopping"] == Value::Bool(true) {
+            ", stopping"
+        } else {
+            ""
+        },
+    );
+    let reasons: Vec<String> = pool["restarts_by_reason"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(_, n)| n.as_u64().is_some_and(|n| n > 0))
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "workers: {} live ({} busy, {} idle), min {}, max {}; queue {}; started {}; restarts {}{}",
+        pool["live"],
+        pool["busy"],
+        pool["idle"],
+        pool["min_workers"],
+        pool["max_workers"],
+        pool["queue"],
+        pool["started"],
+        pool["restarts"],
+        if reasons.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", reasons.join(", "))
+        },
+    );
+    if pool["failing"].as_u64().is_some_and(|n| n > 0) {
+        let _ = writeln!(out, "failing to boot: {}", pool["failing"]);
+    }
+    let rows: Vec<[String; 7]> = status["workers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|w| {
+            let request = match w["request"].as_object() {
+                Some(r) => format!(
+                    "{} {} ({})",
+                    r["method"].as_str().unwrap_or(""),
+                    r["uri"].as_str().unwrap_or(""),
+                    duration(r["seconds"].as_f64().unwrap_or(0.0))
+                ),
+                None => "-".into(),
+            };
+            [
+                w["slot"].to_string(),
+                w["pid"].to_string(),
+                w["state"].as_str().unwrap_or("?").to_owned(),
+                w["requests"].to_string(),
+                memory(&w["memory"]),
+                duration(w["age"].as_f64().unwrap_or(0.0)),
+                request,
+            ]
+        })
+        .collect();
+    let header = [
+        "SLOT", "PID", "STATE", "REQUESTS", "MEMORY", "AGE", "REQUEST",
+    ]
+    .map(String::from);
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    out.push('\n');
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<width$}  ", width = widths[i]);
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(duration(0.035), "35ms");
+        assert_eq!(duration(1.24), "1.2s");
+        assert_eq!(duration(298.0), "4m58s");
+        assert_eq!(duration(7300.0), "2h01m");
+    }
+}

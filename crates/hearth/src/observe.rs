@@ -1,0 +1,150 @@
+//! `hearth serve`'s observability options resolved, and started: the
+//! control socket, the admin listener (`/metrics`, `/healthz`,
+//! `/readyz`) and the access log.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use hearth_http::{AccessLog, AccessLogFormat, Metrics, Observer};
+use hearth_pool::Pool;
+use tokio::sync::Notify;
+
+use crate::control::{ControlSocket, ControlState};
+
+/// `--access-log` and `access_log`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessLogChoice {
+    Off,
+    Common,
+    Json,
+}
+
+/// The options, flags over the config file.
+#[derive(Debug, Clone, Default)]
+pub struct ObserveSetup {
+    /// The control socket's path; none: the default for the address.
+    pub control_socket: Option<PathBuf>,
+    pub admin: Option<SocketAddr>,
+    pub access_log: Option<AccessLogFormat>,
+    /// Where the access log goes; none: standard output.
+    pub access_log_file: Option<PathBuf>,
+}
+
+impl ObserveSetup {
+    pub fn resolve(
+        control_socket: Option<PathBuf>,
+        admin: Option<SocketAddr>,
+        access_log: Option<AccessLogChoice>,
+        access_log_file: Option<PathBuf>,
+        file: &crate::config::ServeSection,
+    ) -> anyhow::Result<ObserveSetup> {
+        let admin = match (admin, &file.admin) {
+            (Some(addr), _) => Some(addr),
+            (None, Some(text)) => Some(
+                text.parse()
+                    .with_context(|| format!("admin address {text:?}"))?,
+            ),
+            (None, None) => None,
+        };
+        let access_log = match access_log
+            .or(file.access_log)
+            .unwrap_or(AccessLogChoice::Off)
+        {
+            AccessLogChoice::Off => None,
+            AccessLogChoice::Common => Some(AccessLogFormat::Common),
+            AccessLogChoice::Json => Some(AccessLogFormat::Json),
+        };
+        Ok(ObserveSetup {
+            control_socket: control_socket.or_else(|| file.control_socket.clone()),
+            admin,
+            access_log,
+            access_log_file: access_log_file.or_else(|| file.access_log_file.clone()),
+        })
+    }
+}
+
+/// What is running for observability, for the life of the server.
+#[derive(Debug)]
+pub struct Observing {
+    /// Handed to the HTTP front.
+    pub observer: Observer,
+    /// Notified by `hearth stop`.
+    pub stop: Arc<Notify>,
+    /// Set when the shutdown begins (`/readyz` turns 503).
+    pub stopping: Arc<AtomicBool>,
+    /// Removed from disk when this is dropped.
+    _control: ControlSocket,
+}
+
+/// Binds the control socket (before the pool starts, so that a second
+/// server on the same address fails at once).
+pub fn bind_control(setup: &ObserveSetup, listen: SocketAddr) -> anyhow::Result<ControlSocket> {
+    let path = match &setup.control_socket {
+        Some(path) => path.clone(),
+        None => crate::control::default_path(listen, true)?,
+    };
+    ControlSocket::bind(&path)
+}
+
+/// Starts the control socket's server, the admin listener and the access
+/// log writer.
+pub async fn start(
+    setup: &ObserveSetup,
+    control: ControlSocket,
+    listen: SocketAddr,
+    pool: &Pool,
+) -> anyhow::Result<Observing> {
+    let stop = Arc::new(Notify::new());
+    let stopping = Arc::new(AtomicBool::new(false));
+    control.serve(ControlState {
+        pool: pool.clone(),
+        listen,
+        started: Instant::now(),
+        stop: stop.clone(),
+        stopping: stopping.clone(),
+    })?;
+    tracing::info!("control socket at {}", control.path().display());
+    let access_log = match setup.access_log {
+        Some(format) => Some(
+            AccessLog::start(format, setup.access_log_file.as_deref()).with_context(
+                || match &setup.access_log_file {
+                    Some(path) => format!("access log {}", path.display()),
+                    None => "access log".to_owned(),
+                },
+            )?,
+        ),
+        None => None,
+    };
+    let mut observer = Observer {
+        metrics: None,
+        access_log: access_log.clone(),
+    };
+    if let Some(addr) = setup.admin {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr} (--admin)"))?;
+        let bound = listener.local_addr()?;
+        let metrics = Arc::new(Metrics::new(pool.clone(), access_log));
+        observer.metrics = Some(metrics.clone());
+        tokio::spawn(hearth_http::admin::serve(
+            listener,
+            hearth_http::admin::AdminState {
+                pool: pool.clone(),
+                metrics,
+                stopping: stopping.clone(),
+            },
+        ));
+        tracing::info!("admin endpoints (/metrics, /healthz, /readyz) at http://{bound}");
+    }
+    Ok(Observing {
+        observer,
+        stop,
+        stopping,
+        _control: control,
+    })
+}

@@ -1,0 +1,92 @@
+//! Security defaults: PHP never runs as root unless told to, and workers
+//! running as another user get what they need (their pipes, uploads, the
+//! built-in demo) and nothing more.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::process::Command;
+
+use support::{fixture, Req, Server};
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+/// The real uid of a process, from /proc.
+fn uid_of(pid: u64) -> u32 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|u| u.parse().ok())
+        .expect("Uid line")
+}
+
+#[test]
+fn as_root_hearth_refuses_to_run_php_as_root_unless_told_to() {
+    if is_root() {
+        let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .arg(fixture("app.php"))
+            .env("NO_COLOR", "1")
+            .output()
+            .expect("hearth runs");
+        assert_eq!(out.status.code(), Some(1));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--user"), "the error says what to do: {err}");
+        // Told to, it does.
+        let server = Server::start(&fixture("app.php"), &["--user", "root"]);
+        let pid = server.get("/pid").json()["pid"].as_u64().expect("pid");
+        assert_eq!(uid_of(pid), 0);
+        assert!(server.log().contains("workers run as root"));
+    } else {
+        // Not root: --user for someone else is refused.
+        let refused = Command::new(env!("CARGO_BIN_EXE_hearth"))
+            .args(["serve", "--user", "0", "--listen", "127.0.0.1:0"])
+            .arg(fixture("app.php"))
+            .output()
+            .expect("hearth runs");
+        assert_eq!(refused.status.code(), Some(1));
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("only root"));
+    }
+}
+
+#[test]
+fn workers_run_as_the_user_given_and_still_get_uploads() {
+    if !is_root() {
+        // Only root can switch users; the refusal is tested above.
+        return;
+    }
+    let server = Server::start(&fixture("app.php"), &["--user", "www-data"]);
+    let pid = server.get("/pid").json()["pid"].as_u64().expect("pid");
+    assert_eq!(uid_of(pid), 33, "www-data's uid on Debian");
+    let content = b"uploaded to a worker that is not root".to_vec();
+    let moved = Req::new("POST", "/upload")
+        .multipart(&[("doc", Some("r.txt"), Some("text/plain"), &content)])
+        .send(server.addr)
+        .json();
+    assert_eq!(moved["doc"]["is_uploaded"], true, "{moved}");
+    assert_eq!(
+        moved["doc"]["moved"], true,
+        "the worker can read and move it: {moved}"
+    );
+}
+
+#[test]
+fn the_built_in_demo_runs_as_another_user() {
+    if !is_root() {
+        return;
+    }
+    let server = Server::spawn_args(&[
+        "serve".into(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--user".into(),
+        "www-data".into(),
+    ]);
+    server.wait_until_ready();
+    let r = server.get("/");
+    assert_eq!(r.status, 200, "{}", server.log());
+}
