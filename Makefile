@@ -38,6 +38,7 @@ lint:
 bench:
 	$(CARGO) build --release -p hearth
 	python3 bench/http.py
+	python3 bench/recycle.py
 	python3 bench/tasks.py
 
 clean:

@@ -2,7 +2,9 @@
 """Latency under steady load while workers are recycled: Hearth and
 nginx + php-fpm, same machine, same app, same run.
 
-Each server's capacity is measured first (wrk, as bench/http.py does).
+Each server's capacity is measured first, with oha itself at full speed
+(the load generator shares the machine's 2 CPUs, so capacity is what the
+server does next to it).
 Then each server gets a constant request rate of 50% and 90% of its own
 capacity from oha (a load generator that keeps a fixed rate and records
 every latency, so a slow second shows in p99 instead of slowing the
@@ -51,23 +53,27 @@ def find_oha(path: str | None) -> str:
     return str(Path.home() / ".cargo/bin/oha")
 
 
-def capacity(wrk: str, port: int, path: str) -> float:
-    r = bh.run_wrk(wrk, port, path, 64, 5, app="capacity", server="", index=0)
-    if r.failed:
-        raise bh.BenchError(f"{r.failed} failed requests while measuring capacity")
-    return r.rps
+def capacity(oha: str, port: int, path: str) -> float:
+    r = oha_run(oha, port, path, 0, 5)
+    if r["non_2xx"] or r["errors"]:
+        raise bh.BenchError(f"failed requests while measuring capacity: {r}")
+    return r["achieved"]
 
 
 def oha_run(oha: str, port: int, path: str, rate: int, duration: int) -> dict:
-    cmd = [oha, "--no-tui", "--output-format", "json", "--latency-correction",
-           "-z", f"{duration}s", "-q", str(rate),
-           "-c", "64", f"http://127.0.0.1:{port}{path}"]
+    cmd = [oha, "--no-tui", "--output-format", "json", "-z", f"{duration}s", "-c", "64",
+           f"http://127.0.0.1:{port}{path}"]
+    if rate:
+        # A fixed rate, latencies measured from when each request was due.
+        cmd[1:1] = ["--latency-correction", "-q", str(rate)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + 120)
     if out.returncode != 0:
         raise bh.BenchError(f"oha failed: {out.stderr or out.stdout}")
     data = json.loads(out.stdout)
     statuses = {int(k): v for k, v in data.get("statusCodeDistribution", {}).items()}
-    errors = sum(data.get("errorDistribution", {}).values())
+    # Requests still in flight when the run's time is up are not failures.
+    errors = sum(v for k, v in data.get("errorDistribution", {}).items()
+                 if "aborted due to deadline" not in k)
     pct = data["latencyPercentiles"]
     total = sum(statuses.values()) + errors
     return {
@@ -89,7 +95,10 @@ def start(kind: str, app, port: int, workers: int, state: Path, binary: Path, ma
         server = bh.FpmServer(app, port, workers, state)
         server.start()
         return server
-    extra = ("--max-requests", str(max_requests)) if kind == "hearth" and max_requests else ()
+    # Info level, for the log lines that count the recycled workers.
+    extra: tuple[str, ...] = ("--log-level", "info")
+    if kind == "hearth" and max_requests:
+        extra += ("--max-requests", str(max_requests))
     server = bh.HearthServer(binary, app, port, workers, state, extra_args=extra)
     env = {k: v for k, v in os.environ.items() if not k.startswith(bh.HEARTH_ENV_PREFIXES)}
     server.start(env)
@@ -104,7 +113,6 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--loads", default="50,90", help="percent of each server's capacity")
     p.add_argument("--oha")
-    p.add_argument("--wrk", default=shutil.which("wrk") or "wrk")
     p.add_argument("--hearth", default=str(bh.ROOT / "target/release/hearth"))
     args = p.parse_args()
     app = bh.APPS[args.app]
@@ -118,8 +126,8 @@ def main() -> int:
     for kind in ("hearth", "php-fpm"):
         server = start(kind, app, port, args.workers, state, binary, 0)
         try:
-            capacity(args.wrk, port, app.path)  # warm-up
-            caps[kind] = capacity(args.wrk, port, app.path)
+            capacity(oha, port, app.path)  # warm-up
+            caps[kind] = capacity(oha, port, app.path)
         finally:
             server.stop()
         print(f"capacity {kind}: {caps[kind]:.0f} req/s", flush=True)
@@ -151,7 +159,7 @@ def main() -> int:
         "",
         f"`python3 bench/recycle.py --app {app.name} --rounds {args.rounds} --duration "
         f"{args.duration}`, {args.workers} workers each, medians of {args.rounds} rounds. "
-        f"Capacity (wrk, 64 connections): Hearth {caps['hearth']:.0f} req/s, "
+        f"Capacity (oha, 64 connections): Hearth {caps['hearth']:.0f} req/s, "
         f"nginx + php-fpm {caps['php-fpm']:.0f} req/s. Rates are a share of each server's own "
         "capacity; recycling: `--max-requests` / `pm.max_requests` = the rate.",
         "",

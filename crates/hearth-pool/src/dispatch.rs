@@ -351,16 +351,26 @@ fn release(pool: &Arc<Shared>, mut worker: Worker) {
     // A worker past a lifecycle limit is replaced, but only when no
     // request has been queued behind it: that one may already be in the
     // worker's channel and must run there (it runs, then the worker goes).
-    let worn = worker.shared.recycle_due()
-        || match worn_out(pool, &mut worker) {
-            Some((reason, why)) => {
+    let mut worn = worker.shared.recycle_due();
+    if !worn && worker.shared.replacement_state() == crate::worker::NO_REPLACEMENT {
+        match worn_out(pool, &mut worker) {
+            // Over its memory limit it takes no more requests: each could
+            // grow it further. The slot is short while the next one boots.
+            Some((reason @ RestartReason::MaxMemory, why)) => {
                 tracing::info!(pid = worker.pid(), "replacing the worker: {why}");
                 worker.shared.set_reason(reason);
                 worker.shared.mark_recycle();
-                true
+                worn = true;
             }
-            None => false,
-        };
+            // Otherwise it serves on while its replacement boots, and the
+            // supervisor retires it once the replacement is ready.
+            Some((reason, why)) if worker.shared.want_replacement() => {
+                tracing::info!(pid = worker.pid(), "replacing the worker: {why}");
+                worker.shared.set_reason(reason);
+            }
+            _ => {}
+        }
+    }
     let queued = {
         let mut l = worker.shared.link();
         let queued = l.queued.take();
@@ -422,7 +432,6 @@ fn release(pool: &Arc<Shared>, mut worker: Worker) {
 
 /// Replaces a worker after its current request, or now if it is idle.
 pub(crate) fn retire_worker(pool: &Arc<Shared>, link: &Arc<WorkerShared>) {
-    link.set_reason(RestartReason::Reload);
     link.mark_recycle();
     let idle = {
         let mut d = pool.dispatch();

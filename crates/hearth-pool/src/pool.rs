@@ -320,10 +320,11 @@ impl Pool {
     ///
     /// A trial worker boots first: if it fails (the new code is broken),
     /// the running workers are left alone and keep serving, and the error
-    /// is returned. Then the workers are replaced one slot at a time: each
-    /// finishes its current request, and the next slot's turn comes once
-    /// the replacement is ready, so at most one slot is ever out. A reload
-    /// asked for while one runs waits for it.
+    /// is returned. Then the workers are replaced one slot at a time: the
+    /// slot's supervisor boots the replacement while the old worker serves
+    /// on, hands the slot over, and retires the old worker after its
+    /// current request; the pool is never a worker short. A reload asked
+    /// for while one runs waits for it.
     pub async fn reload(&self) -> Result<(), Error> {
         let s = &self.shared;
         let _one_at_a_time = s.reloading.lock().await;
@@ -345,7 +346,11 @@ impl Pool {
                 // Booting or failing to: it gets the new code anyway.
                 continue;
             };
-            dispatch::retire_worker(s, &old);
+            // The slot's supervisor boots the replacement while this
+            // worker serves on, then retires it.
+            old.set_reason(crate::observe::RestartReason::Reload);
+            old.set_replacement_state(crate::worker::NO_REPLACEMENT);
+            old.want_replacement();
             let deadline = tokio::time::Instant::now()
                 + s.config.stop_timeout
                 + s.config.kill_timeout
@@ -362,17 +367,23 @@ impl Pool {
                 if s.stopping.load(Ordering::Acquire) {
                     return Err(Error::unavailable("the pool is stopping"));
                 }
-                if current.is_none() && s.failing.load(Ordering::Acquire) > 0 {
+                let replacement_failed =
+                    old.replacement_state() == crate::worker::REPLACEMENT_FAILED;
+                if replacement_failed
+                    || (current.is_none() && s.failing.load(Ordering::Acquire) > 0)
+                {
                     return Err(Error::boot(format!(
                         "a new worker failed to boot during the reload; the workers not yet replaced keep serving: {}",
                         self.boot_error().unwrap_or_default()
                     )));
                 }
-                if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                if tokio::time::Instant::now() >= deadline {
                     return Err(Error::boot(
                         "a worker was not replaced in time during the reload",
                     ));
                 }
+                // Woken by the handover; the check for a failed boot polls.
+                let _ = tokio::time::timeout(Duration::from_millis(50), notified).await;
             }
         }
         Ok(())

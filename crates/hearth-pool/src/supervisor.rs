@@ -13,7 +13,7 @@ use crate::observe::RestartReason;
 use crate::pool::Shared;
 use crate::process::{self, Spawned};
 use crate::worker::{Retire, Worker, WorkerShared};
-use crate::{Error, PoolConfig};
+use crate::Error;
 
 /// Keeps one slot's worker running: boots it, hands it to the pool, waits
 /// for it to exit, and boots the next, backing off while boots fail.
@@ -56,7 +56,74 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                 dispatch::add(&shared, worker);
                 shared.ready_notify.notify_waiters();
 
-                let status = watch(child, &ws, &shared.config).await;
+                // Watches the worker until it exits. When a replacement is
+                // wanted (a lifecycle limit, a reload), the replacement
+                // boots while this worker still serves, takes the slot, and
+                // only then is this one retired: the pool never runs short.
+                let mut ws = ws;
+                let mut pid = pid;
+                let mut booted = booted;
+                let mut watching = Box::pin(watch(child, ws.clone(), shared.clone()));
+                let status = loop {
+                    tokio::select! {
+                        status = &mut watching => break status,
+                        () = ws.replacement_wanted() => {}
+                    }
+                    if shared.stopping.load(Ordering::Acquire) {
+                        continue;
+                    }
+                    shared.started.fetch_add(1, Ordering::Relaxed);
+                    match boot(&shared, Some(slot)).await {
+                        Ok((mut next, next_child)) => {
+                            let old = std::mem::replace(&mut ws, next.shared.clone());
+                            let old_watch = std::mem::replace(
+                                &mut watching,
+                                Box::pin(watch(next_child, ws.clone(), shared.clone())),
+                            );
+                            pid = ws.pid;
+                            booted = Instant::now();
+                            next.request_limit = request_limit(shared.config.max_requests, pid);
+                            ws.extra.store(extra, Ordering::Release);
+                            *lock(&shared.slots[slot]) = Some(ws.clone());
+                            *lock(&shared.ready) = Some(next.ready.clone());
+                            dispatch::add(&shared, next);
+                            shared.ready_notify.notify_waiters();
+                            shared.restarts.fetch_add(1, Ordering::Relaxed);
+                            shared
+                                .restart_reasons
+                                .add(old.reason().unwrap_or(RestartReason::Exited));
+                            dispatch::retire_worker(&shared, &old);
+                            let old_pid = old.pid;
+                            tokio::spawn(async move {
+                                let status = old_watch.await;
+                                old.set_exit(status.as_ref().ok().copied());
+                                old.fail_queued();
+                                tracing::info!(
+                                    pid = old_pid,
+                                    "worker replaced by {pid}; it exited ({})",
+                                    describe(&status)
+                                );
+                            });
+                        }
+                        Err(e) => {
+                            tracing::error!(
+                                pid,
+                                "could not boot a replacement for the worker, which keeps serving: {e}"
+                            );
+                            *lock(&shared.last_boot_error) = Some(e.to_string());
+                            ws.set_replacement_state(crate::worker::REPLACEMENT_FAILED);
+                            // Asked again after a pause, not on every request.
+                            let again = ws.clone();
+                            let pause_for = shared.config.max_backoff;
+                            tokio::spawn(async move {
+                                tokio::time::sleep(pause_for).await;
+                                if again.replacement_state() == crate::worker::REPLACEMENT_FAILED {
+                                    again.set_replacement_state(crate::worker::NO_REPLACEMENT);
+                                }
+                            });
+                        }
+                    }
+                };
                 ws.set_exit(status.as_ref().ok().copied());
                 ws.fail_queued();
                 *lock(&shared.slots[slot]) = None;
@@ -287,9 +354,10 @@ pub(crate) async fn boot(shared: &Shared, slot: Option<usize>) -> Result<(Worker
 /// Waits for a worker to exit, ending it when asked to.
 async fn watch(
     mut child: Child,
-    ws: &WorkerShared,
-    config: &PoolConfig,
+    ws: Arc<WorkerShared>,
+    shared: Arc<Shared>,
 ) -> std::io::Result<std::process::ExitStatus> {
+    let config = &shared.config;
     loop {
         tokio::select! {
             status = child.wait() => return status,

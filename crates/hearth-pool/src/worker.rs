@@ -70,7 +70,16 @@ pub(crate) struct WorkerShared {
     pub served: AtomicU64,
     /// Why it is being replaced, once known: a [`RestartReason`] plus 1.
     reason: AtomicU8,
+    /// A replacement is wanted: [`NO_REPLACEMENT`], [`REPLACEMENT_WANTED`]
+    /// or [`REPLACEMENT_FAILED`]. The worker serves on until its
+    /// replacement is ready, so the pool never runs short while one boots.
+    replacement: AtomicU8,
+    replacement_notify: Notify,
 }
+
+pub(crate) const NO_REPLACEMENT: u8 = 0;
+pub(crate) const REPLACEMENT_WANTED: u8 = 1;
+pub(crate) const REPLACEMENT_FAILED: u8 = 2;
 
 /// See [`WorkerShared::link`].
 #[derive(Debug, Default)]
@@ -126,6 +135,8 @@ impl WorkerShared {
             created: Instant::now(),
             served: AtomicU64::new(0),
             reason: AtomicU8::new(0),
+            replacement: AtomicU8::new(NO_REPLACEMENT),
+            replacement_notify: Notify::new(),
         })
     }
 
@@ -226,6 +237,45 @@ impl WorkerShared {
     /// Why the worker is being replaced, if a reason was recorded.
     pub fn reason(&self) -> Option<RestartReason> {
         RestartReason::from_u8(self.reason.load(Ordering::Acquire).checked_sub(1)?)
+    }
+
+    /// Asks the supervisor to boot this worker's replacement, then retire
+    /// it. True if this call asked (it was not asked already, and the last
+    /// attempt has not just failed).
+    pub fn want_replacement(&self) -> bool {
+        let asked = self
+            .replacement
+            .compare_exchange(
+                NO_REPLACEMENT,
+                REPLACEMENT_WANTED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok();
+        if asked {
+            self.replacement_notify.notify_one();
+        }
+        asked
+    }
+
+    pub fn replacement_state(&self) -> u8 {
+        self.replacement.load(Ordering::Acquire)
+    }
+
+    pub fn set_replacement_state(&self, state: u8) {
+        self.replacement.store(state, Ordering::Release);
+        self.replacement_notify.notify_waiters();
+    }
+
+    /// Resolves when a replacement is wanted.
+    pub async fn replacement_wanted(&self) {
+        loop {
+            let notified = self.replacement_notify.notified();
+            if self.replacement_state() == REPLACEMENT_WANTED {
+                return;
+            }
+            notified.await;
+        }
     }
 
     pub async fn retire_requested(&self) {
