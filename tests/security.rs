@@ -90,3 +90,35 @@ fn the_built_in_demo_runs_as_another_user() {
     let r = server.get("/");
     assert_eq!(r.status, 200, "{}", server.log());
 }
+
+#[test]
+fn x_forwarded_headers_count_only_from_trusted_proxies() {
+    let forwarded = |server: &Server| {
+        Req::new("GET", "/env")
+            .header("X-Forwarded-For", "198.51.100.1, 203.0.113.5")
+            .header("X-Forwarded-Proto", "https")
+            .send(server.addr)
+            .json()["server"]
+            .clone()
+    };
+    // Not configured: the socket's peer, and the headers passed on as is.
+    let server = Server::start(&fixture("app.php"), &[]);
+    let vars = forwarded(&server);
+    assert_eq!(vars["REMOTE_ADDR"], "127.0.0.1");
+    assert!(vars.get("HTTPS").is_none(), "{vars}");
+    assert_eq!(vars["HTTP_X_FORWARDED_FOR"], "198.51.100.1, 203.0.113.5");
+    drop(server);
+    // Trusted: the client as the proxy reports it (the right-most entry).
+    let server = Server::start(&fixture("app.php"), &["--trusted-proxy", "127.0.0.0/8"]);
+    let vars = forwarded(&server);
+    assert_eq!(vars["REMOTE_ADDR"], "203.0.113.5");
+    assert_eq!(vars["HTTPS"], "on");
+    assert_eq!(vars["REQUEST_SCHEME"], "https");
+    // A bad network is refused at startup, naming the flag.
+    let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["serve", "--trusted-proxy", "10.0.0.0/99"])
+        .output()
+        .expect("hearth runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--trusted-proxy"));
+}

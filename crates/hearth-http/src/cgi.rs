@@ -30,6 +30,8 @@ pub(crate) struct Connection {
     server_addr: String,
     server_port: String,
     https: bool,
+    /// The peer is a trusted proxy: its `X-Forwarded-*` headers count.
+    pub trusted: bool,
 }
 
 impl Connection {
@@ -40,6 +42,7 @@ impl Connection {
             server_addr: ip_text(&local),
             server_port: local.port().to_string(),
             https,
+            trusted: false,
         }
     }
 
@@ -65,6 +68,67 @@ pub(crate) struct ServerInfo {
     pub script: Script,
     pub server_name: String,
     pub server_software: String,
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+}
+
+/// A trusted proxy as configured: a network (`10.0.0.0/8`, `fd00::/8`) or
+/// one address.
+pub fn parse_trusted_proxy(text: &str) -> Result<ipnet::IpNet, String> {
+    let text = text.trim();
+    text.parse::<ipnet::IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("{text:?} is not an IP address or a network like 10.0.0.0/8"))
+}
+
+/// Whether `ip` (an IPv4-mapped IPv6 address counts as IPv4) is in one of
+/// the trusted networks.
+pub(crate) fn is_trusted(trusted: &[ipnet::IpNet], ip: std::net::IpAddr) -> bool {
+    let ip = match ip {
+        std::net::IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map_or(std::net::IpAddr::V6(v6), std::net::IpAddr::V4),
+        v4 => v4,
+    };
+    trusted.iter().any(|net| net.contains(&ip))
+}
+
+/// The client's address according to a trusted proxy: the right-most
+/// `X-Forwarded-For` entry that is not itself a trusted proxy (as nginx's
+/// `real_ip_recursive on`); the left-most one when all are trusted. None
+/// without a usable header.
+fn forwarded_client(parts: &Parts, trusted: &[ipnet::IpNet]) -> Option<String> {
+    let mut leftmost = None;
+    let hops = parts
+        .headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>();
+    for hop in hops.iter().rev().flat_map(|v| v.rsplit(',')) {
+        let hop = hop.trim();
+        // "1.2.3.4", "1.2.3.4:5678", "::1", "[::1]:5678"
+        let ip = hop
+            .parse::<std::net::IpAddr>()
+            .ok()
+            .or_else(|| hop.parse::<SocketAddr>().ok().map(|a| a.ip()))?;
+        if !is_trusted(trusted, ip) {
+            return Some(ip.to_string());
+        }
+        leftmost = Some(ip.to_string());
+    }
+    leftmost
+}
+
+/// Whether a trusted proxy says the client used https (the last
+/// `X-Forwarded-Proto` value, the one the nearest proxy set).
+fn forwarded_https(parts: &Parts) -> Option<bool> {
+    let value = parts
+        .headers
+        .get_all("x-forwarded-proto")
+        .iter()
+        .next_back()?;
+    let proto = value.to_str().ok()?.rsplit(',').next()?.trim();
+    Some(proto.eq_ignore_ascii_case("https"))
 }
 
 /// Entries `write_server_vars` writes besides the `HTTP_*` ones.
@@ -99,8 +163,18 @@ pub(crate) fn write_server_vars(
             .map_or(&b""[..], |v| v.as_bytes()),
     };
     let authority = authority_as_host(parts);
+    let forwarded_addr = conn
+        .trusted
+        .then(|| forwarded_client(parts, &server.trusted_proxies))
+        .flatten();
+    let remote_addr = forwarded_addr.as_deref().unwrap_or(&conn.remote_addr);
+    let https = if conn.trusted {
+        forwarded_https(parts).unwrap_or(conn.https)
+    } else {
+        conn.https
+    };
     let count = FIXED_VARS
-        + usize::from(conn.https)
+        + usize::from(https)
         + usize::from(authority.is_some())
         + parts.headers.keys().filter(|n| passes(n)).count();
     let script = &server.script;
@@ -116,16 +190,13 @@ pub(crate) fn write_server_vars(
         .str(b"DOCUMENT_URI", script.name.as_bytes())
         .str(b"DOCUMENT_ROOT", script.document_root.as_bytes())
         .str(b"SERVER_PROTOCOL", protocol(parts.version))
-        .str(
-            b"REQUEST_SCHEME",
-            if conn.https { b"https" } else { b"http" },
-        );
-    if conn.https {
+        .str(b"REQUEST_SCHEME", if https { b"https" } else { b"http" });
+    if https {
         vars.str(b"HTTPS", b"on");
     }
     vars.str(b"GATEWAY_INTERFACE", b"CGI/1.1")
         .str(b"SERVER_SOFTWARE", server.server_software.as_bytes())
-        .str(b"REMOTE_ADDR", conn.remote_addr.as_bytes())
+        .str(b"REMOTE_ADDR", remote_addr.as_bytes())
         .str(b"REMOTE_PORT", conn.remote_port.as_bytes())
         .str(b"REMOTE_USER", &basic_auth_user(parts).unwrap_or_default())
         .str(b"SERVER_ADDR", conn.server_addr.as_bytes())
@@ -273,7 +344,72 @@ mod tests {
             },
             server_name: "localhost".into(),
             server_software: "hearth/0.1.0".into(),
+            trusted_proxies: vec![
+                "10.0.0.0/8".parse().unwrap(),
+                "127.0.0.1/32".parse().unwrap(),
+            ],
         }
+    }
+
+    #[test]
+    fn forwarded_headers_count_only_from_trusted_proxies() {
+        let req = http::Request::get("/")
+            .header("X-Forwarded-For", "203.0.113.9, 10.1.1.1")
+            .header("X-Forwarded-Proto", "https")
+            .body(())
+            .unwrap();
+        let (parts, ()) = req.into_parts();
+        let now = SystemTime::UNIX_EPOCH;
+        let remote: SocketAddr = "10.0.0.2:4000".parse().unwrap();
+        let local: SocketAddr = "10.0.0.1:80".parse().unwrap();
+        let mut conn = Connection::new(remote, local, false);
+        // Untrusted peer: its claims are passed on as headers, nothing more.
+        let vars = server_vars(&parts, &conn, &info(), None, now);
+        assert!(
+            vars.contains("s:11:\"REMOTE_ADDR\";s:8:\"10.0.0.2\";"),
+            "{vars}"
+        );
+        assert!(!vars.contains("\"HTTPS\""), "{vars}");
+        assert!(vars.contains("HTTP_X_FORWARDED_FOR"), "{vars}");
+        // Trusted: the right-most address that is not a trusted proxy.
+        conn.trusted = is_trusted(&info().trusted_proxies, remote.ip());
+        assert!(conn.trusted);
+        let vars = server_vars(&parts, &conn, &info(), None, now);
+        assert!(
+            vars.contains("s:11:\"REMOTE_ADDR\";s:11:\"203.0.113.9\";"),
+            "{vars}"
+        );
+        assert!(vars.contains("s:5:\"HTTPS\";s:2:\"on\";"), "{vars}");
+        assert!(
+            vars.contains("s:14:\"REQUEST_SCHEME\";s:5:\"https\";"),
+            "{vars}"
+        );
+        // A spoofed left-most entry does not win over the proxy's own.
+        let req = http::Request::get("/")
+            .header("X-Forwarded-For", "1.1.1.1, 198.51.100.7")
+            .body(())
+            .unwrap();
+        let (parts, ()) = req.into_parts();
+        let vars = server_vars(&parts, &conn, &info(), None, now);
+        assert!(
+            vars.contains("s:11:\"REMOTE_ADDR\";s:12:\"198.51.100.7\";"),
+            "{vars}"
+        );
+        // Garbage is ignored: the peer's address stays.
+        let req = http::Request::get("/")
+            .header("X-Forwarded-For", "not-an-ip")
+            .body(())
+            .unwrap();
+        let (parts, ()) = req.into_parts();
+        let vars = server_vars(&parts, &conn, &info(), None, now);
+        assert!(
+            vars.contains("s:11:\"REMOTE_ADDR\";s:8:\"10.0.0.2\";"),
+            "{vars}"
+        );
+        assert!(is_trusted(
+            &info().trusted_proxies,
+            "::ffff:127.0.0.1".parse().unwrap()
+        ));
     }
 
     #[test]

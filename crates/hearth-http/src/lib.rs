@@ -26,7 +26,7 @@ mod static_files;
 mod tls;
 
 pub use access_log::{AccessLog, AccessLogFormat};
-pub use cgi::Script;
+pub use cgi::{parse_trusted_proxy, Script};
 pub use metrics::Metrics;
 pub use observe::{Observed, Observer};
 pub use response::{ReaderBody, ResponseBody, StreamError};

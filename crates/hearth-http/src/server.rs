@@ -34,6 +34,10 @@ pub struct ServeConfig {
     pub script: Script,
     /// `SERVER_NAME`.
     pub server_name: String,
+    /// Proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed:
+    /// a request from one of them gets the client's address as
+    /// `REMOTE_ADDR`, and `HTTPS=on` when the client used https.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// Document root for static files: absolute, symlinks resolved. A GET
     /// or HEAD for a file under it is answered from disk; everything else
     /// goes to PHP. None: every request goes to PHP.
@@ -96,6 +100,7 @@ impl ServeConfig {
         ServeConfig {
             script,
             server_name: "localhost".into(),
+            trusted_proxies: Vec::new(),
             root: None,
             compression: true,
             server_software: concat!("hearth/", env!("CARGO_PKG_VERSION")).into(),
@@ -140,6 +145,7 @@ pub async fn serve(
             script: config.script.clone(),
             server_name: config.server_name.clone(),
             server_software: config.server_software.clone(),
+            trusted_proxies: config.trusted_proxies.clone(),
         },
         pool,
         config,
@@ -219,7 +225,9 @@ pub async fn serve(
                     Ok(local) => local,
                     Err(_) => continue,
                 };
-                let conn = Arc::new(Connection::new(remote, local, config.tls.is_some()));
+                let mut conn = Connection::new(remote, local, config.tls.is_some());
+                conn.trusted = cgi::is_trusted(&config.trusted_proxies, remote.ip());
+                let conn = Arc::new(conn);
                 let app = app.clone();
                 let shared = Arc::new(guard::Shared::default());
                 let guard_shared = shared.clone();

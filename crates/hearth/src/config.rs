@@ -106,6 +106,8 @@ pub struct ServeSection {
     pub idle_ttl: Option<Seconds>,
     /// The user workers run as (required when Hearth runs as root).
     pub user: Option<String>,
+    /// Proxies whose X-Forwarded-For and X-Forwarded-Proto are believed.
+    pub trusted_proxies: Vec<String>,
     /// Threads for HTTP and worker I/O (default: one per two CPUs).
     pub threads: Option<usize>,
     /// Run workers under SCHED_BATCH (default true): a worker woken by a

@@ -118,6 +118,10 @@ pub struct ServeArgs {
     /// With --watch, the directory to watch instead of the script's
     #[arg(long, value_name = "DIR", requires = "watch")]
     watch_dir: Option<PathBuf>,
+    /// A proxy (address or network) whose X-Forwarded-For and X-Forwarded-Proto
+    /// are believed: REMOTE_ADDR and HTTPS then describe the client (repeatable)
+    #[arg(long = "trusted-proxy", value_name = "CIDR", value_parser = hearth_http::parse_trusted_proxy)]
+    trusted_proxies: Vec<ipnet::IpNet>,
     /// Run workers as this user (name, UID or UID:GID). Required when Hearth runs
     /// as root: PHP never runs as root unless `--user root` says so
     #[arg(long, value_name = "USER")]
@@ -285,6 +289,13 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
     let mut http = ServeConfig::new(script_info(&script, root.as_deref()));
     http.compression = !args.no_compression && file.compression.unwrap_or(true);
     http.root = root;
+    http.trusted_proxies = args.trusted_proxies.clone();
+    for text in &file.trusted_proxies {
+        http.trusted_proxies.push(
+            hearth_http::parse_trusted_proxy(text)
+                .map_err(|e| anyhow::anyhow!("trusted_proxies in the config file: {e}"))?,
+        );
+    }
     if let Some(name) = args.server_name.or(file.server_name) {
         http.server_name = name;
     }
