@@ -207,14 +207,14 @@ fn a_leaking_app_under_max_memory_fails_no_request() {
             let addr = server.addr;
             std::thread::spawn(move || {
                 let mut client = Client::new(addr);
-                (0..250)
+                (0..625)
                     .filter(|_| client.get("/leak").ok() != Some(200))
                     .count()
             })
         })
         .collect();
     let failed: usize = threads.into_iter().map(|t| t.join().expect("client")).sum();
-    assert_eq!(failed, 0, "of 2000 requests leaking 1 MB each");
+    assert_eq!(failed, 0, "of 5000 requests leaking 1 MB each");
     assert!(
         server.log().contains("(max_memory)"),
         "workers were recycled"

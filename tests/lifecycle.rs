@@ -192,3 +192,48 @@ fn the_pool_grows_when_requests_wait_and_shrinks_when_idle() {
     let again = slow(3);
     assert!(again.len() >= 2, "{again:?}");
 }
+
+#[test]
+fn a_full_queue_gives_503_at_once() {
+    let server = Server::start(
+        &fixture("app.php"),
+        &["--workers", "1", "--max-queue", "2", "--no-pipelining"],
+    );
+    let marks = support::tempdir();
+    let mark = marks.path().join("running");
+    let slow = |path: String| {
+        let addr = server.addr;
+        std::thread::spawn(move || {
+            support::request(
+                addr,
+                format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+            )
+        })
+    };
+    let busy = slow(format!("/slow?ms=1500&mark={}", mark.display()));
+    eventually(Duration::from_secs(10), "the worker to be busy", || {
+        mark.exists().then_some(())
+    });
+    let waiting: Vec<_> = (0..2).map(|_| slow("/slow?ms=1".into())).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let refused = server.get("/pid");
+    assert_eq!(
+        refused.status, 503,
+        "the third waiting request finds the line full"
+    );
+    assert!(refused.header("retry-after").is_some());
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "refused at once, not after a wait"
+    );
+    assert_eq!(busy.join().expect("busy").status, 200);
+    for w in waiting {
+        assert_eq!(
+            w.join().expect("waiting").status,
+            200,
+            "the two in line were served"
+        );
+    }
+    server.wait_for_log("the queue is full", Duration::from_secs(5));
+}

@@ -34,6 +34,9 @@ pub struct PoolConfig {
     pub boot_timeout: Duration,
     /// How long a request may wait for a free worker before it is refused.
     pub queue_timeout: Duration,
+    /// Requests that may wait for a worker at once; more are refused at
+    /// once (0: no limit but `queue_timeout`).
+    pub max_queue: usize,
     /// After the stop message, how long workers get to exit by themselves.
     pub stop_timeout: Duration,
     /// After SIGTERM, how long before SIGKILL.
@@ -135,6 +138,7 @@ impl PoolConfig {
             env: Vec::new(),
             boot_timeout: Duration::from_secs(60),
             queue_timeout: Duration::from_secs(30),
+            max_queue: 1024,
             stop_timeout: Duration::from_secs(10),
             kill_timeout: Duration::from_secs(5),
             max_payload: hearth_proto::DEFAULT_MAX_PAYLOAD,

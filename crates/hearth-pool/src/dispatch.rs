@@ -256,6 +256,14 @@ async fn assign(
         if let Some(why) = pool.hopeless() {
             return Err(Error::unavailable(why));
         }
+        // A request put back in line (its worker failed first) always gets
+        // its place back; a new one may find the line full.
+        if !first_in_line && pool.config.max_queue > 0 && d.waiters.len() >= pool.config.max_queue {
+            return Err(Error::unavailable(format!(
+                "the queue is full: {} requests already wait for a worker (max_queue)",
+                d.waiters.len()
+            )));
+        }
         let (tx, rx) = oneshot::channel();
         let id = d.next_waiter;
         d.next_waiter += 1;

@@ -52,6 +52,8 @@ pub struct ServeSection {
     /// Worker processes, at most (default: one per CPU).
     #[serde(alias = "max_workers")]
     pub workers: Option<usize>,
+    /// Requests that may wait for a worker at once (default 1024; 0: no limit).
+    pub max_queue: Option<usize>,
     /// Worker processes always running (default: `workers`).
     pub min_workers: Option<usize>,
     /// How long an extra worker may stay idle before it stops (default 10s).

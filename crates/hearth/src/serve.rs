@@ -35,6 +35,10 @@ pub struct ServeArgs {
     /// Worker processes (at most, with --min-workers) [default: one per CPU]
     #[arg(long, short, visible_alias = "max-workers")]
     workers: Option<usize>,
+    /// Requests that may wait for a worker at once; more get 503 at once;
+    /// 0: no limit but --queue-timeout [default: 1024]
+    #[arg(long, value_name = "N")]
+    max_queue: Option<usize>,
     /// Workers always running; up to --workers, extra ones start when requests
     /// wait and stop after --scale-down-after idle [default: --workers]
     #[arg(long, value_name = "N")]
@@ -256,6 +260,7 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
     };
     let mut pool = PoolConfig::new(php, &script, workers);
     pool.queue_timeout = duration(args.queue_timeout, file.queue_timeout, 30);
+    pool.max_queue = args.max_queue.or(file.max_queue).unwrap_or(1024);
     pool.boot_timeout = duration(args.boot_timeout, file.boot_timeout, 60);
     pool.stop_timeout = duration(args.stop_timeout, file.stop_timeout, 10);
     pool.min_workers = min_workers;
