@@ -369,19 +369,7 @@ async fn watch(
                 let _ = child.start_kill();
                 return child.wait().await;
             }
-            Retire::Terminate => {
-                signal(ws.pid, rustix::process::Signal::TERM);
-                if let Ok(status) = tokio::time::timeout(config.kill_timeout, child.wait()).await {
-                    return status;
-                }
-                tracing::warn!(
-                    pid = ws.pid,
-                    "worker ignored SIGTERM for {:?}; sending SIGKILL",
-                    config.kill_timeout
-                );
-                let _ = child.start_kill();
-                return child.wait().await;
-            }
+            Retire::Terminate => return terminate(&mut child, ws.pid, config.kill_timeout).await,
             Retire::Stopping | Retire::Graceful => {
                 if let Ok(status) = tokio::time::timeout(config.stop_timeout, child.wait()).await {
                     return status;
@@ -391,20 +379,28 @@ async fn watch(
                     "worker did not exit within {:?}; sending SIGTERM",
                     config.stop_timeout
                 );
-                signal(ws.pid, rustix::process::Signal::TERM);
-                if let Ok(status) = tokio::time::timeout(config.kill_timeout, child.wait()).await {
-                    return status;
-                }
-                tracing::warn!(
-                    pid = ws.pid,
-                    "worker ignored SIGTERM for {:?}; sending SIGKILL",
-                    config.kill_timeout
-                );
-                let _ = child.start_kill();
-                return child.wait().await;
+                return terminate(&mut child, ws.pid, config.kill_timeout).await;
             }
         }
     }
+}
+
+/// SIGTERM, then SIGKILL if the worker is still there after `kill_timeout`.
+async fn terminate(
+    child: &mut Child,
+    pid: u32,
+    kill_timeout: Duration,
+) -> std::io::Result<std::process::ExitStatus> {
+    signal(pid, rustix::process::Signal::TERM);
+    if let Ok(status) = tokio::time::timeout(kill_timeout, child.wait()).await {
+        return status;
+    }
+    tracing::warn!(
+        pid,
+        "worker ignored SIGTERM for {kill_timeout:?}; sending SIGKILL"
+    );
+    let _ = child.start_kill();
+    child.wait().await
 }
 
 /// Signals a child that has not been reaped yet (its pid cannot have been reused).

@@ -66,20 +66,7 @@ final class JobRuntime
 
     private function boot(): void
     {
-        // Whatever the bootstrap printed sits in the startup buffer (Hearth
-        // starts PHP with output_buffering=1); it belongs in the log.
-        $stray = '';
-        while (ob_get_level() > 0) {
-            $status = ob_get_status();
-            if (($status['flags'] ?? 0) & PHP_OUTPUT_HANDLER_REMOVABLE) {
-                $stray .= (string) ob_get_clean();
-            } else {
-                break;
-            }
-        }
-        if ($stray !== '') {
-            Runtime::log('output of the bootstrap: ' . rtrim($stray));
-        }
+        Runtime::logStartupOutput('output of the bootstrap: ');
         ob_start();
         $this->baseLevel = ob_get_level();
         register_shutdown_function($this->onShutdown(...));

@@ -128,20 +128,7 @@ final class Runtime
 
     private function boot(): void
     {
-        // Whatever the app printed while booting sits in the startup buffer
-        // (Hearth starts PHP with output_buffering=1); it belongs in the log.
-        $stray = '';
-        while (ob_get_level() > 0) {
-            $status = ob_get_status();
-            if (($status['flags'] ?? 0) & PHP_OUTPUT_HANDLER_REMOVABLE) {
-                $stray .= (string) ob_get_clean();
-            } else {
-                break;
-            }
-        }
-        if ($stray !== '') {
-            self::log('output before Worker::serve(): ' . rtrim($stray));
-        }
+        self::logStartupOutput('output before Worker::serve(): ');
         ob_start($this->onOutput(...), self::OUTPUT_CHUNK);
         $this->baseLevel = ob_get_level();
         register_shutdown_function($this->onShutdown(...));
@@ -651,6 +638,26 @@ final class Runtime
     public function setHead(int $status, array $lines): void
     {
         $this->explicitHead = [$status, $lines];
+    }
+
+    /**
+     * Empties the startup buffer (Hearth starts PHP with output_buffering=1)
+     * into the log: what the app printed while booting belongs there.
+     */
+    public static function logStartupOutput(string $prefix): void
+    {
+        $stray = '';
+        while (ob_get_level() > 0) {
+            $status = ob_get_status();
+            if (($status['flags'] ?? 0) & PHP_OUTPUT_HANDLER_REMOVABLE) {
+                $stray .= (string) ob_get_clean();
+            } else {
+                break;
+            }
+        }
+        if ($stray !== '') {
+            self::log($prefix . rtrim($stray));
+        }
     }
 
     public static function log(string $message): void
