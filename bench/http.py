@@ -41,6 +41,11 @@ from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
+
+# bench/ is off the import path (see above): its shared module comes by name.
+sys.path.append(str(BENCH))
+from machine_info import cpu_model, first_line, git_revision, loadavg  # noqa: E402
+
 ROOT = BENCH.parent
 NGINX_FPM = BENCH / "reference" / "nginx-fpm.sh"
 REPORT_LUA = BENCH / "wrk" / "report.lua"
@@ -422,45 +427,12 @@ class VerificationFailed(Exception):
 # ----------------------------------------------------------------- report
 
 
-def first_line(cmd: list[str]) -> str:
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    text = (out.stdout or out.stderr).strip()
-    return text.splitlines()[0] if text else "unknown"
-
-
 def find_fpm() -> str:
     for name in ("php-fpm8.2", "php-fpm8.3", "php-fpm8.1", "php-fpm"):
         for directory in ("/usr/sbin", "/usr/bin", "/usr/local/sbin"):
             if os.access(f"{directory}/{name}", os.X_OK):
                 return f"{directory}/{name}"
     return "php-fpm"
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
-
-
-def git_revision() -> str:
-    rev = first_line(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain"],
-                           capture_output=True, text=True).stdout.strip()
-    return rev + ("+dirty" if dirty else "")
 
 
 def machine(args: argparse.Namespace) -> dict[str, str]:

@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from machine_info import cpu_model, first_line, git_revision, loadavg
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 TASKS = BENCH / "tasks"
@@ -303,35 +305,10 @@ def rounds_table(measurements: list[dict], paddings: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def first_line(cmd: list[str]) -> str:
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-    text = (out.stdout or out.stderr).strip()
-    return text.splitlines()[0] if text else "unknown"
-
-
-def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
-
-
 def machine(args: argparse.Namespace) -> dict[str, str]:
-    model = "unknown"
-    try:
-        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    rev = first_line(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
-    dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain"], capture_output=True,
-                           text=True).stdout.strip()
     info = {
         "CPUs (nproc)": str(len(os.sched_getaffinity(0))),
-        "CPU model": model,
+        "CPU model": cpu_model(),
         "Kernel": f"{platform.system()} {platform.release()}",
         "PHP": first_line(["php", "-v"]),
         "xargs": first_line(["xargs", "--version"]),
@@ -339,7 +316,7 @@ def machine(args: argparse.Namespace) -> dict[str, str]:
     if args.hearth_used:
         built = datetime.datetime.fromtimestamp(args.hearth.stat().st_mtime).astimezone()
         info["Hearth"] = (f"{first_line([str(args.hearth), '--version'])} ({args.hearth}, built "
-                          f"{built:%Y-%m-%d %H:%M %Z}; source tree at git {rev}{'+dirty' if dirty else ''})")
+                          f"{built:%Y-%m-%d %H:%M %Z}; source tree at git {git_revision()})")
     return info
 
 
