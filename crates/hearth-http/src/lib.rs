@@ -16,6 +16,9 @@ mod body;
 mod cgi;
 mod compress;
 mod framing;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod guard;
 mod metrics;
 mod observe;
