@@ -204,6 +204,44 @@ fn a_timeout_sends_term_then_kill_to_the_whole_group() {
     assert_eq!(ran.code, Some(4), "every timed-out task failed");
 }
 
+/// Issue 8: `"timeout": "500ms"` in a task line was refused ("expected
+/// f64") while `--timeout 500ms` worked. Task lines and flags take the same
+/// durations, and `--help` names every duration flag's value `<DURATION>`.
+#[test]
+fn task_timeouts_take_the_durations_the_flags_take() {
+    let ran = run(
+        &["--kill-after", "100ms", "-j", "3"],
+        &lines(&[
+            json!({"id": "string", "cmd": "sleep 30", "timeout": "300ms"}),
+            json!({"id": "unit", "cmd": "echo in time", "timeout": "1m"}),
+            json!({"id": "number", "cmd": "echo in time", "timeout": 60}),
+        ]),
+    );
+    let r = ran.by_id();
+    assert_eq!(r.len(), 3, "{}", ran.stderr);
+    assert_eq!(r["string"]["timed_out"], true);
+    for id in ["unit", "number"] {
+        assert_eq!(r[id]["stdout"], "in time\n", "{id}");
+        assert!(r[id].get("timed_out").is_none(), "{id}");
+    }
+    assert_eq!(ran.code, Some(1), "{}", ran.stderr);
+
+    let ran = run(&[], &lines(&[json!({"cmd": "true", "timeout": "soon"})]));
+    assert!(ran.stderr.contains("line 1: \"timeout\""), "{}", ran.stderr);
+
+    let help = Command::new(HEARTH)
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    for flag in ["--timeout", "--kill-after", "--boot-timeout"] {
+        assert!(
+            help.contains(&format!("{flag} <DURATION>")),
+            "{flag} in:\n{help}"
+        );
+    }
+}
+
 #[test]
 fn a_task_killed_by_a_signal_is_reported_as_such() {
     let ran = run(

@@ -35,12 +35,13 @@ pub struct RunArgs {
     #[arg(short = 'k', long)]
     keep_order: bool,
 
-    /// Stop a task after this long (SIGTERM to its process group, then SIGKILL)
-    #[arg(long, value_name = "SECS")]
+    /// Stop a task after this long (SIGTERM to its process group, then
+    /// SIGKILL): seconds, or a number with ms, s, m or h
+    #[arg(long, value_name = "DURATION")]
     timeout: Option<Seconds>,
 
     /// Time between SIGTERM and SIGKILL when a task is stopped
-    #[arg(long, value_name = "SECS", default_value = "2")]
+    #[arg(long, value_name = "DURATION", default_value = "2")]
     kill_after: Seconds,
 
     /// Run a failed task up to N more times
@@ -94,7 +95,7 @@ pub struct RunArgs {
     ini: Vec<(String, String)>,
 
     /// Time a job worker has to load the bootstrap
-    #[arg(long, value_name = "SECS", default_value = "60")]
+    #[arg(long, value_name = "DURATION", default_value = "60")]
     boot_timeout: Seconds,
 }
 
