@@ -360,7 +360,7 @@ fn unusable_input_names_the_line_and_runs_nothing_after_it() {
         json!({"id": 4, "cmd": format!("touch {}", after.display())}),
     );
     let ran = run(&[], &input);
-    assert_eq!(ran.code, Some(2));
+    assert_eq!(ran.code, Some(255));
     assert!(ran.stderr.contains("line 4:"), "{}", ran.stderr);
     assert_eq!(
         ran.results.len(),
@@ -379,17 +379,63 @@ fn unusable_input_names_the_line_and_runs_nothing_after_it() {
         ("\u{0}\n", "line 1: expected a JSON object"),
     ] {
         let ran = run(&[], bad);
-        assert_eq!(ran.code, Some(2), "{bad}");
+        assert_eq!(ran.code, Some(255), "{bad}");
         assert!(ran.stderr.contains(says), "{bad}: {}", ran.stderr);
     }
     let ran = run(&["/nonexistent/tasks.jsonl"], "");
-    assert_eq!(ran.code, Some(2));
+    assert_eq!(ran.code, Some(255));
     assert!(
         ran.stderr
             .contains("cannot read tasks from /nonexistent/tasks.jsonl"),
         "{}",
         ran.stderr
     );
+}
+
+/// Issue 8: exit status 2 meant both "unusable input" and "2 tasks
+/// failed". As GNU parallel: 0 when all succeeded, 1-100 that many failed,
+/// 101 more than 100 failed, and 255 for every other error (a refused
+/// command line, unusable input, a file that cannot be read).
+#[test]
+fn exit_statuses_are_gnu_parallels() {
+    let failing = |n: usize| {
+        lines(
+            &(0..n)
+                .map(|i| json!({"id": i, "argv": ["false"]}))
+                .collect::<Vec<_>>(),
+        )
+    };
+    for (failed, code) in [(0, 0), (2, 2), (100, 100), (101, 101), (150, 101)] {
+        let ran = run(&["-j", "8"], &failing(failed));
+        assert_eq!(ran.results.len(), failed);
+        assert_eq!(ran.code, Some(code), "{failed} failed: {}", ran.stderr);
+    }
+    // Unusable input after two failed tasks: an error, not "2 failed".
+    let ran = run(&[], &(failing(2) + "{\"cmd\": \n"));
+    assert_eq!(ran.results.len(), 2);
+    assert_eq!(ran.code, Some(255), "{}", ran.stderr);
+    for args in [
+        &["--bogus"][..],
+        &["--halt", "later"],
+        &["--timeout", "soon"],
+        &["--jobs", "0"],
+        &["--resume"],
+        &["/nonexistent/tasks.jsonl"],
+    ] {
+        let ran = run(args, "");
+        assert_eq!(ran.code, Some(255), "{args:?}: {}", ran.stderr);
+        assert!(!ran.stderr.is_empty(), "{args:?} says why");
+    }
+    let help = Command::new(HEARTH)
+        .args(["run", "--help"])
+        .output()
+        .unwrap();
+    assert_eq!(help.status.code(), Some(0));
+    let help = String::from_utf8(help.stdout).unwrap();
+    let table = &help[help.find("Exit status").expect("an exit status table")..];
+    for row in ["0 ", "1-100", "101", "255", "128"] {
+        assert!(table.contains(row), "{row} in:\n{table}");
+    }
 }
 
 #[test]
@@ -816,11 +862,11 @@ fn a_bootstrap_that_fails_is_reported() {
         &["--php-bootstrap", "broken.php", "--boot-timeout", "5"],
         &lines(&[json!({"call": "f"})]),
     );
-    assert_eq!(ran.code, Some(2));
+    assert_eq!(ran.code, Some(255));
     assert!(ran.stderr.contains("failed to boot"), "{}", ran.stderr);
     assert!(ran.stderr.contains("no database"), "{}", ran.stderr);
     let ran = run(&["--php-bootstrap", "/nonexistent/boot.php"], "");
-    assert_eq!(ran.code, Some(2));
+    assert_eq!(ran.code, Some(255));
     assert!(
         ran.stderr.contains("/nonexistent/boot.php"),
         "{}",

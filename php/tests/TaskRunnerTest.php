@@ -555,13 +555,27 @@ final class TaskRunnerTest extends TestCase
         self::assertStringContainsString('panicked', $e->getMessage());
     }
 
-    public function testExitStatusTwoIsUnusableInput(): void
+    /**
+     * Issue 8: as GNU parallel, `hearth run` exits with 255 for an error (a refused command line or
+     * input), and its 1-101 count failed tasks: 2 is "two tasks failed", never an error.
+     */
+    public function testExitStatus255IsAnErrorAndTwoIsTwoFailures(): void
     {
-        $fake = $this->fake("echo 'error: line 1: not a JSON object' >&2\nexit 2");
+        $fake = $this->fake("echo 'hearth run: line 1: expected a JSON object' >&2\nexit 255");
         $e = $this->runExpectingFailure((new TaskRunner(binary: $fake))->add('a', 'true'));
         self::assertSame(TaskRunnerException::INVALID_INPUT, $e->getCode());
-        self::assertSame(2, $e->exitStatus());
-        self::assertStringContainsString('error: line 1: not a JSON object', $e->getMessage());
+        self::assertSame(255, $e->exitStatus());
+        self::assertStringContainsString('line 1: expected a JSON object', $e->getMessage());
+
+        $e = $this->runExpectingFailure((new TaskRunner(joblog: $this->dir . '/no/such/dir/joblog'))->add('a', 'true'));
+        self::assertSame(TaskRunnerException::INVALID_INPUT, $e->getCode());
+        self::assertSame(255, $e->exitStatus());
+        self::assertStringContainsString('cannot write the job log', $e->getMessage());
+
+        $runner = (new TaskRunner())->add('a', 'exit 1')->add('b', 'exit 2')->add('c', 'true');
+        $results = $runner->runAndWait();
+        self::assertCount(3, $results);
+        self::assertSame(2, $runner->failed());
     }
 
     public function testARunnerWritingSomethingElseThanResultsIsReported(): void

@@ -16,4 +16,6 @@ pub mod runner;
 pub mod task;
 
 pub use duration::parse_duration;
-pub use runner::{run, Halt, HaltMode, Input, InputFormat, Resume, RunConfig, Summary};
+pub use runner::{
+    run, Halt, HaltMode, Input, InputFormat, Resume, RunConfig, Summary, ERROR_STATUS,
+};

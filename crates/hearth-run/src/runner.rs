@@ -144,17 +144,28 @@ pub struct Summary {
     pub elapsed: Duration,
 }
 
+/// The exit status for every error other than failed tasks: a refused
+/// command line, unusable input, a file that cannot be read or written,
+/// PHP workers that do not boot. GNU parallel's "other error", out of the
+/// range of failure counts (0 to 101) and of signals (128 + N).
+pub const ERROR_STATUS: u8 = 255;
+
+/// The most failures the exit status counts; it means "more than 100".
+const MAX_FAILURES_STATUS: u64 = 101;
+
 impl Summary {
-    /// The exit status: 0, the failures capped at 101, 2 for unusable
-    /// input, 128 + the signal that stopped the run.
+    /// The exit status, as GNU parallel's: 0 when every task succeeded,
+    /// 1-100 the number of failed tasks, 101 more than 100;
+    /// [`ERROR_STATUS`] for unusable input; 128 + the signal that stopped
+    /// the run.
     pub fn exit_code(&self) -> u8 {
         if self.input_error.is_some() {
-            return 2;
+            return ERROR_STATUS;
         }
         if let Some(sig) = self.signal {
             return u8::try_from(128 + sig).unwrap_or(255);
         }
-        u8::try_from(self.failed.min(101)).unwrap_or(101)
+        u8::try_from(self.failed.min(MAX_FAILURES_STATUS)).unwrap_or(101)
     }
 }
 
@@ -669,11 +680,15 @@ mod tests {
         assert_eq!(s.exit_code(), 0);
         s.failed = 3;
         assert_eq!(s.exit_code(), 3);
+        s.failed = 100;
+        assert_eq!(s.exit_code(), 100);
+        s.failed = 101;
+        assert_eq!(s.exit_code(), 101);
         s.failed = 500;
         assert_eq!(s.exit_code(), 101);
         s.signal = Some(2);
         assert_eq!(s.exit_code(), 130);
         s.input_error = Some("line 1".into());
-        assert_eq!(s.exit_code(), 2);
+        assert_eq!(s.exit_code(), 255);
     }
 }

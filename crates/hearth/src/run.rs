@@ -10,14 +10,26 @@ use hearth_run::{Halt, Input, InputFormat, Resume, RunConfig};
 use crate::assets;
 use crate::config::{Seconds, Size};
 
+/// The end of `hearth run --help`: the input, the output, the exit status.
+const AFTER_HELP: &str = "\
+Input lines look like {\"id\": 1, \"cmd\": \"gzip -k a.log\"} or
+{\"id\": 2, \"argv\": [\"gzip\", \"-k\", \"b.log\"]} (optional: env, cwd, stdin,
+timeout); with --php-bootstrap, {\"id\": 3, \"call\": \"App\\\\Jobs\\\\resize\",
+\"args\": [\"a.jpg\", 200]}. Each finished task writes one JSON line to stdout.
+
+Exit status (as GNU parallel's):
+  0         every task succeeded (or there were none)
+  1-100     that many tasks failed
+  101       more than 100 tasks failed
+  255       any other error: a refused command line, unusable input, a FILE
+            or job log that cannot be read or written, PHP workers that
+            fail to boot (stderr says which)
+  128+N     stopped by signal N: 129 SIGHUP, 130 SIGINT, 143 SIGTERM
+
+See docs/task-runner.md.";
+
 #[derive(Debug, clap::Args)]
-#[command(
-    after_help = "Input lines look like {\"id\": 1, \"cmd\": \"gzip -k a.log\"} or \
-{\"id\": 2, \"argv\": [\"gzip\", \"-k\", \"b.log\"]} (optional: env, cwd, stdin, timeout); \
-with --php-bootstrap, {\"id\": 3, \"call\": \"App\\\\Jobs\\\\resize\", \"args\": [\"a.jpg\", 200]}. \
-Each finished task writes one JSON line to stdout. Exit status: 0 when every task succeeded, \
-else the number that failed (at most 101); 2 for unusable input. See docs/task-runner.md."
-)]
+#[command(after_help = AFTER_HELP)]
 pub struct RunArgs {
     /// Tasks, one JSON object per line ("-" or nothing: standard input)
     file: Option<PathBuf>,
@@ -157,7 +169,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         Ok(summary) => summary,
         Err(message) => {
             crate::say!("hearth run: {message}");
-            return Ok(2);
+            return Ok(hearth_run::ERROR_STATUS);
         }
     };
     // The runtime goes first: it owns the workers' pipes.
