@@ -526,6 +526,70 @@ fn joblog_and_resume_after_the_runner_is_killed() {
     assert_eq!(text.matches("Seq\t").count(), 1);
 }
 
+/// Issue 8: a `--resume` run exited with the failures of that run alone,
+/// so a batch with failures looked like a success once resumed. Its exit
+/// status counts the failures the job log lists for the tasks it skips too.
+#[test]
+fn a_resumed_run_exits_with_the_failures_of_the_whole_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    let log = log.to_str().unwrap();
+    let batch = |fixed: bool| {
+        let mut tasks = vec![
+            json!({"id": "fails", "cmd": if fixed { "true" } else { "exit 3" }}),
+            json!({"id": "killed", "cmd": if fixed { "true" } else { "kill -9 $$" }}),
+            json!({"id": "fine", "cmd": "true"}),
+        ];
+        tasks.push(json!({"id": "new", "cmd": if fixed { "true" } else { "exit 1" }}));
+        lines(&tasks)
+    };
+    let first = run(
+        &["--joblog", log],
+        &lines(&[
+            json!({"id": "fails", "cmd": "exit 3"}),
+            json!({"id": "killed", "cmd": "kill -9 $$"}),
+            json!({"id": "fine", "cmd": "true"}),
+        ]),
+    );
+    assert_eq!(first.code, Some(2), "{}", first.stderr);
+
+    // Two failures in the log, one more now.
+    let resumed = run(&["--joblog", log, "--resume"], &batch(false));
+    assert_eq!(
+        resumed
+            .results
+            .iter()
+            .filter(|r| r["skipped"] == true)
+            .count(),
+        3
+    );
+    assert_eq!(resumed.code, Some(3), "{}", resumed.stderr);
+    // Nothing left to run: the batch still failed.
+    let again = run(&["--joblog", log, "--resume"], &batch(false));
+    assert_eq!(
+        again
+            .results
+            .iter()
+            .filter(|r| r["skipped"] == true)
+            .count(),
+        4
+    );
+    assert_eq!(again.code, Some(3), "{}", again.stderr);
+    // --resume-failed runs the failures again: fixed, the batch succeeds.
+    let retried = run(&["--joblog", log, "--resume-failed"], &batch(true));
+    assert_eq!(
+        retried
+            .results
+            .iter()
+            .filter(|r| r["skipped"] == true)
+            .count(),
+        1
+    );
+    assert_eq!(retried.code, Some(0), "{}", retried.stderr);
+    let done = run(&["--joblog", log, "--resume"], &batch(false));
+    assert_eq!(done.code, Some(0), "{}", done.stderr);
+}
+
 fn joblog_seqs(path: &Path) -> Vec<u64> {
     let Ok(text) = std::fs::read_to_string(path) else {
         return Vec::new();

@@ -188,9 +188,9 @@ final class TaskRunnerProcess
             }
             unset($result[$stream . '_encoding']);
         }
-        // As `hearth run` counts for its exit status: the tasks of this run
-        // (not those --resume skipped) that did not exit 0 in time.
-        if (empty($result['skipped']) && ($result['status'] !== 0 || !empty($result['timed_out']))) {
+        // As `hearth run` counts for its exit status: the tasks of the batch that did not exit 0 in
+        // time, those --resume skipped included (their line says how they ended).
+        if ($result['status'] !== 0 || !empty($result['timed_out'])) {
             $this->failed++;
         }
         ($this->onResult)($result, ++$this->completed, $this->total);

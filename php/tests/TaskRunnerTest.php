@@ -352,15 +352,14 @@ final class TaskRunnerTest extends TestCase
         self::assertArrayNotHasKey('skipped', $results['c']);
     }
 
-    public function testResumeCountsOnlyTheFailuresOfThisRun(): void
+    public function testResumeCountsTheFailuresOfTheWholeBatch(): void
     {
         $joblog = $this->dir . '/joblog';
         $first = new TaskRunner(joblog: $joblog);
         $first->add('a', 'exit 1')->add('b', 'echo b')->runAndWait();
         self::assertSame(1, $first->failed());
 
-        // a failed before and is skipped; c and d fail now: hearth exits 2,
-        // which here is two failures, not unusable input.
+        // a failed before and is skipped; c and d fail now: hearth exits 3, the batch's failures.
         $again = new TaskRunner(joblog: $joblog, resume: true);
         $results = $again->add('a', 'exit 1')->add('b', 'echo b')->add('c', 'exit 1')->add('d', 'exit 1')
             ->runAndWait();
@@ -375,6 +374,23 @@ final class TaskRunnerTest extends TestCase
         self::assertSame("fixed\n", $results['a']['stdout'], 'a failed task runs again');
         self::assertTrue($results['b']['skipped'] ?? false, 'a succeeded task is skipped');
         self::assertSame(0, $retry->failed());
+    }
+
+    /**
+     * Issue 8: `hearth run --resume` exits with the failures of the whole batch, skipped ones
+     * included; under halt, a batch that ends early must not be taken for a runner that died.
+     */
+    public function testAResumedBatchThatHaltsCountsTheSkippedFailures(): void
+    {
+        $joblog = $this->dir . '/joblog';
+        (new TaskRunner(joblog: $joblog))->add('a', 'exit 1')->runAndWait();
+
+        $runner = new TaskRunner(1, joblog: $joblog, resume: true, halt: 'soon');
+        $results = $runner->add('a', 'exit 1')->add('b', 'exit 2')->add('c', 'echo never')->runAndWait();
+        self::assertSame(['a', 'b'], array_keys($results));
+        self::assertTrue($results['a']['skipped'] ?? false);
+        self::assertSame(2, $results['b']['status']);
+        self::assertSame(2, $runner->failed());
     }
 
     public function testATaskThatExitsZeroPastItsTimeoutFailed(): void

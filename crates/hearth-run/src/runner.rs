@@ -133,6 +133,9 @@ pub struct Summary {
     pub failed: u64,
     /// Skipped by `--resume`.
     pub skipped: u64,
+    /// Of those, the ones the job log lists as failed: failures of the
+    /// batch, which the exit status counts.
+    pub skipped_failed: u64,
     /// Stopped by the runner (`--halt now`, a second signal); neither
     /// written nor logged, so `--resume` runs them again.
     pub interrupted: u64,
@@ -154,8 +157,9 @@ pub const ERROR_STATUS: u8 = 255;
 const MAX_FAILURES_STATUS: u64 = 101;
 
 impl Summary {
-    /// The exit status, as GNU parallel's: 0 when every task succeeded,
-    /// 1-100 the number of failed tasks, 101 more than 100;
+    /// The exit status, as GNU parallel's: 0 when every task of the batch
+    /// succeeded, 1-100 the number of failed tasks, 101 more than 100 (the
+    /// batch's: with `--resume`, those the job log lists as failed count);
     /// [`ERROR_STATUS`] for unusable input; 128 + the signal that stopped
     /// the run.
     pub fn exit_code(&self) -> u8 {
@@ -165,7 +169,8 @@ impl Summary {
         if let Some(sig) = self.signal {
             return u8::try_from(128 + sig).unwrap_or(255);
         }
-        u8::try_from(self.failed.min(MAX_FAILURES_STATUS)).unwrap_or(101)
+        let failed = self.failed.saturating_add(self.skipped_failed);
+        u8::try_from(failed.min(MAX_FAILURES_STATUS)).unwrap_or(101)
     }
 }
 
@@ -357,6 +362,9 @@ pub async fn run(config: RunConfig, input: Input) -> Result<Summary, String> {
                 }
                 Some(Item::Skip { seq, id, logged }) => {
                     summary.skipped += 1;
+                    if !logged.succeeded() {
+                        summary.skipped_failed += 1;
+                    }
                     emitter.skipped(next_order, seq, &id, logged).await;
                     next_order += 1;
                     progress.inc(1);
@@ -680,6 +688,9 @@ mod tests {
         assert_eq!(s.exit_code(), 0);
         s.failed = 3;
         assert_eq!(s.exit_code(), 3);
+        s.skipped_failed = 2;
+        assert_eq!(s.exit_code(), 5, "failures the job log lists count");
+        s.skipped_failed = 0;
         s.failed = 100;
         assert_eq!(s.exit_code(), 100);
         s.failed = 101;

@@ -19,7 +19,8 @@ timeout); with --php-bootstrap, {\"id\": 3, \"call\": \"App\\\\Jobs\\\\resize\",
 
 Exit status (as GNU parallel's):
   0         every task succeeded (or there were none)
-  1-100     that many tasks failed
+  1-100     that many tasks failed (with --resume, skipped tasks the job
+            log lists as failed count too: the status is the batch's)
   101       more than 100 tasks failed
   255       any other error: a refused command line, unusable input, a FILE
             or job log that cannot be read or written, PHP workers that
@@ -183,10 +184,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             summary.finished,
             summary.finished as f64 / secs.max(1e-9),
             summary.failed,
-            if summary.skipped > 0 {
-                format!(", {} skipped (--resume)", summary.skipped)
-            } else {
-                String::new()
+            match (summary.skipped, summary.skipped_failed) {
+                (0, _) => String::new(),
+                (skipped, 0) => format!(", {skipped} skipped (--resume)"),
+                (skipped, failed) => format!(
+                    ", {skipped} skipped (--resume; {failed} of them failed before, which the exit status counts)"
+                ),
             },
             if summary.interrupted > 0 {
                 format!(", {} interrupted", summary.interrupted)
