@@ -590,6 +590,51 @@ fn a_resumed_run_exits_with_the_failures_of_the_whole_batch() {
     assert_eq!(done.code, Some(0), "{}", done.stderr);
 }
 
+/// Issue 8: `--joblog FILE` without `--resume` truncated the log of an
+/// earlier run, losing what `--resume` needs to finish that batch. It
+/// refuses, names the file and says what to do; an empty log, or one with
+/// only its header line, is used as it is.
+#[test]
+fn joblog_refuses_to_overwrite_an_earlier_runs_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("joblog");
+    let marker = dir.path().join("ran");
+    let touch = lines(&[json!({"cmd": format!("touch {}", marker.display())})]);
+    let first = run(&["--joblog", log.to_str().unwrap()], &touch);
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    std::fs::remove_file(&marker).unwrap();
+
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "not a job log, and precious\n").unwrap();
+    for path in [&log, &notes] {
+        let before = std::fs::read(path).unwrap();
+        let again = run(&["--joblog", path.to_str().unwrap()], &touch);
+        assert_eq!(again.code, Some(255), "{}", again.stderr);
+        for says in [path.to_str().unwrap(), "--resume", "remove"] {
+            assert!(again.stderr.contains(says), "{says}: {}", again.stderr);
+        }
+        assert_eq!(
+            std::fs::read(path).unwrap(),
+            before,
+            "the file is left as it was"
+        );
+        assert!(again.results.is_empty());
+        assert!(!marker.exists(), "nothing ran");
+    }
+
+    let header = "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\tExitval\tSignal\tCommand\n";
+    for (name, content) in [("empty", ""), ("header", header)] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, content).unwrap();
+        let ran = run(&["--joblog", path.to_str().unwrap()], &touch);
+        assert_eq!(ran.code, Some(0), "{name}: {}", ran.stderr);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with(header), "{name}: {text}");
+        assert_eq!(text.matches("Seq\t").count(), 1, "{name}: {text}");
+        assert_eq!(joblog_seqs(&path), vec![1], "{name}");
+    }
+}
+
 fn joblog_seqs(path: &Path) -> Vec<u64> {
     let Ok(text) = std::fs::read_to_string(path) else {
         return Vec::new();

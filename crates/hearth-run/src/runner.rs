@@ -211,10 +211,15 @@ pub async fn run(config: RunConfig, input: Input) -> Result<Summary, String> {
         }
     };
     let mut log = match &config.joblog {
-        Some(path) => Some(
-            JobLog::open(path, config.resume == Resume::No)
-                .map_err(|e| format!("cannot write the job log {}: {e}", path.display()))?,
-        ),
+        Some(path) => {
+            if config.resume == Resume::No {
+                joblog::check_unused(path)?;
+            }
+            Some(
+                JobLog::open(path)
+                    .map_err(|e| format!("cannot write the job log {}: {e}", path.display()))?,
+            )
+        }
         None => None,
     };
     let reader: Box<dyn BufRead + Send> = match &input {

@@ -66,7 +66,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "WHEN")]
     halt: Option<Halt>,
 
-    /// Append a line per finished task to FILE (GNU parallel's joblog format)
+    /// Write a line per finished task to FILE (GNU parallel's joblog format);
+    /// without --resume, a FILE that already lists tasks is refused
     #[arg(long, value_name = "FILE")]
     joblog: Option<PathBuf>,
 
