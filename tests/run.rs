@@ -778,6 +778,14 @@ function cwd(): string { return getcwd(); }
 function flood(int $n): int { echo str_repeat('x', $n); return $n; }
 function huge(int $n): string { return str_repeat('y', $n); }
 function resource() { return fopen('php://memory', 'r'); }
+function polite(): string
+{
+    pcntl_async_signals(true);
+    $stop = false;
+    pcntl_signal(SIGTERM, function () use (&$stop) { $stop = true; });
+    while (!$stop) { usleep(1000); }
+    return 'cleaned up';
+}
 "#;
 
 fn php_jobs(jobs: &[Value], extra: &[&str]) -> (Ran, tempfile::TempDir) {
@@ -939,15 +947,20 @@ fn php_job_results_larger_than_a_frame_are_cut_or_refused() {
     );
 }
 
+/// Issue 8 too: the worker stopped for a job's time limit was logged as
+/// "worker died (killed by signal 15)", as if the job had crashed it.
 #[test]
 fn a_php_job_past_its_timeout_loses_its_worker() {
     let (ran, _dir) = php_jobs(
         &[
             json!({"id": "slow", "call": "App\\Jobs\\nap", "args": [30], "timeout": 0.3}),
             json!({"id": "quick", "call": "App\\Jobs\\nap", "args": [0.01]}),
+            // Handles SIGTERM and returns: reported, failed all the same,
+            // and its worker is replaced at once.
+            json!({"id": "polite", "call": "App\\Jobs\\polite", "timeout": "300ms"}),
             json!({"id": "after", "call": "App\\Jobs\\add", "args": [1, 1]}),
         ],
-        &["-j", "1", "--kill-after", "0.2"],
+        &["-j", "1", "--kill-after", "30s"],
     );
     let r = ran.by_id();
     assert_eq!(r["slow"]["timed_out"], true);
@@ -955,7 +968,29 @@ fn a_php_job_past_its_timeout_loses_its_worker() {
     assert_eq!(r["slow"]["signal"], "SIGTERM");
     assert_eq!(r["quick"]["result"], "awake");
     assert_eq!(r["after"]["result"], 2);
-    assert_ne!(r["slow"]["worker"], r["after"]["worker"]);
+    assert_ne!(r["slow"]["worker"], r["quick"]["worker"]);
+    assert_eq!(r["polite"]["status"], 0);
+    assert_eq!(r["polite"]["result"], "cleaned up");
+    assert_eq!(r["polite"]["timed_out"], true);
+    assert_ne!(r["polite"]["worker"], r["after"]["worker"]);
+    assert!(
+        !ran.stderr.contains("ignored SIGTERM"),
+        "a worker that answered is not left to --kill-after:\n{}",
+        ran.stderr
+    );
+    let message = r["slow"]["error"]["message"].as_str().unwrap();
+    assert!(message.contains("past its time limit"), "{message}");
+    assert!(
+        !ran.stderr.contains("died"),
+        "a timeout is not a crash:\n{}",
+        ran.stderr
+    );
+    assert!(
+        ran.stderr.contains("ran past its time limit"),
+        "the log says why the worker was stopped:\n{}",
+        ran.stderr
+    );
+    assert_eq!(ran.code, Some(2));
 }
 
 #[test]

@@ -238,6 +238,9 @@ fn job_pool(
     let mut pool = PoolConfig::new(args.php.clone(), &script, jobs);
     pool.ini.clone_from(&args.ini);
     pool.boot_timeout = args.boot_timeout.0.max(Duration::from_millis(100));
+    // A worker stopped for a job's time limit gets SIGKILL this long after
+    // SIGTERM, as a shell task does.
+    pool.kill_timeout = args.kill_after.0;
     // A job waits as long as it takes for a worker: -j bounds the jobs in
     // flight to the workers there are.
     pool.queue_timeout = Duration::from_secs(365 * 24 * 3600);
