@@ -993,6 +993,65 @@ fn a_php_job_past_its_timeout_loses_its_worker() {
     assert_eq!(ran.code, Some(2));
 }
 
+/// Issue 8: a bootstrap that throws or does not parse had its error and
+/// trace printed once per worker, by each worker's log, and once more in
+/// hearth run's own message. It is printed once, however many workers.
+#[test]
+fn a_failing_bootstrap_is_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for (file, source, error) in [
+        (
+            "throws.php",
+            "<?php\nthrow new RuntimeException('no database');\n",
+            "Uncaught RuntimeException: no database",
+        ),
+        ("syntax.php", "<?php\nfunction (\n", "PHP Parse error"),
+    ] {
+        std::fs::write(dir.path().join(file), source).unwrap();
+        let ran = run_in(
+            Some(dir.path()),
+            &["--php-bootstrap", file, "-j", "3"],
+            &lines(&[json!({"call": "f"})]),
+        );
+        assert_eq!(ran.code, Some(255), "{}", ran.stderr);
+        assert!(ran.stderr.contains("failed to boot"), "{}", ran.stderr);
+        assert_eq!(ran.stderr.matches(error).count(), 1, "{}", ran.stderr);
+        assert!(
+            ran.stderr.matches("Stack trace:").count() <= 1,
+            "{}",
+            ran.stderr
+        );
+    }
+}
+
+/// Its failure reports held back while the workers start, a bootstrap that
+/// fails in some workers only is still reported, once, and the jobs run on
+/// the others.
+#[test]
+fn a_bootstrap_that_fails_in_some_workers_is_reported_and_jobs_run() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("first.php"),
+        "<?php\nif (!@mkdir(__DIR__ . '/taken')) {\n    throw new RuntimeException('only one');\n}\n\
+         function pid(): int { return getmypid(); }\n",
+    )
+    .unwrap();
+    let jobs: Vec<Value> = (0..5).map(|i| json!({"id": i, "call": "pid"})).collect();
+    let ran = run_in(
+        Some(dir.path()),
+        &["--php-bootstrap", "first.php", "-j", "2"],
+        &lines(&jobs),
+    );
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    assert_eq!(ran.results.len(), 5);
+    assert!(
+        ran.stderr.contains("1 of 2 PHP workers failed to boot"),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains("only one"), "{}", ran.stderr);
+}
+
 #[test]
 fn a_bootstrap_that_fails_is_reported() {
     let dir = tempfile::tempdir().unwrap();

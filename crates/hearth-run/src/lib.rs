@@ -17,5 +17,6 @@ pub mod task;
 
 pub use duration::parse_duration;
 pub use runner::{
-    run, Halt, HaltMode, Input, InputFormat, Resume, RunConfig, Summary, ERROR_STATUS,
+    prepare, run, Halt, HaltMode, Input, InputFormat, Prepared, Resume, RunConfig, Summary,
+    ERROR_STATUS,
 };

@@ -133,6 +133,8 @@ fn subcommand_given() -> Option<String> {
 }
 
 fn init_logging(level: &str) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -146,5 +148,7 @@ fn init_logging(level: &str) {
         .log_internal_errors(false)
         .with_target(false)
         .compact()
+        .finish()
+        .with(tracing_subscriber::filter::filter_fn(run::shown))
         .init();
 }

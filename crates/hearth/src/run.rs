@@ -1,6 +1,7 @@
 //! `hearth run`: the task runner's command line.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
@@ -167,9 +168,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let summary = match runtime.block_on(hearth_run::run(config, input)) {
-        Ok(summary) => summary,
-        Err(message) => {
+    let prepared = {
+        let _held = StartingWorkers::begin();
+        runtime.block_on(hearth_run::prepare(config, input))
+    };
+    let summary = match prepared.map(|batch| runtime.block_on(batch.run())) {
+        Ok(Ok(summary)) => summary,
+        Ok(Err(message)) | Err(message) => {
             crate::say!("hearth run: {message}");
             return Ok(hearth_run::ERROR_STATUS);
         }
@@ -200,6 +205,40 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         );
     }
     Ok(summary.exit_code())
+}
+
+/// Set while `hearth run` starts its PHP workers. The pool logs each
+/// worker that fails to boot, with its output; with many workers that is
+/// one copy of the same error and trace per worker, and `hearth run` then
+/// reports the failure itself. Those reports are held back meanwhile (see
+/// [`shown`]), so the error is printed once.
+static STARTING_WORKERS: AtomicBool = AtomicBool::new(false);
+
+/// Holds back the pool's boot failure reports while it lives.
+struct StartingWorkers;
+
+impl StartingWorkers {
+    fn begin() -> StartingWorkers {
+        STARTING_WORKERS.store(true, Ordering::Release);
+        StartingWorkers
+    }
+}
+
+impl Drop for StartingWorkers {
+    fn drop(&mut self) {
+        STARTING_WORKERS.store(false, Ordering::Release);
+    }
+}
+
+/// Whether a log event is shown: all are but, while `hearth run` starts its
+/// PHP workers, the errors of the pool and of the workers' output (a boot
+/// failure, which `hearth run` reports itself).
+pub(crate) fn shown(meta: &tracing::Metadata<'_>) -> bool {
+    let held = STARTING_WORKERS.load(Ordering::Acquire)
+        && meta.is_event()
+        && *meta.level() == tracing::Level::ERROR
+        && (meta.target().starts_with("hearth_pool") || meta.target() == "hearth::worker");
+    !held
 }
 
 /// The pool of job workers: each runs a small generated script that loads
