@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read as _, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -53,16 +53,123 @@ fn run_in(dir: Option<&Path>, args: &[&str], input: &str) -> Ran {
     });
     let out = child.wait_with_output().unwrap();
     feeder.join().unwrap();
-    let results = String::from_utf8(out.stdout)
+    Ran {
+        code: out.status.code(),
+        results: results(out.stdout),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The result lines `hearth run` wrote.
+fn results(stdout: Vec<u8>) -> Vec<Value> {
+    String::from_utf8(stdout)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad result line {l:?}: {e}")))
-        .collect();
-    Ran {
-        code: out.status.code(),
-        results,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        .collect()
+}
+
+/// `hearth run ARGS` in the background, for a test that acts while it
+/// runs: task lines go in when the test sends them, and stderr is read as
+/// it comes, so that the test can wait for what `hearth run` says.
+struct Background {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    stderr: std::sync::mpsc::Receiver<String>,
+    /// What `hearth run` has said on stderr so far.
+    said: String,
+    stdout: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl Background {
+    fn start(args: &[&str]) -> Background {
+        let mut child = Command::new(HEARTH)
+            .arg("run")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let mut out = child.stdout.take().unwrap();
+        let stdout = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            out.read_to_end(&mut bytes).unwrap();
+            bytes
+        });
+        let err = BufReader::new(child.stderr.take().unwrap());
+        let (tx, stderr) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in err.lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Background {
+            child,
+            stdin,
+            stderr,
+            said: String::new(),
+            stdout,
+        }
     }
+
+    fn send(&mut self, task: &Value) {
+        let stdin = self.stdin.as_mut().expect("the input is still open");
+        writeln!(stdin, "{task}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn close_input(&mut self) {
+        self.stdin = None;
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        rustix::process::kill_process(rustix::process::Pid::from_child(&self.child), signal)
+            .unwrap();
+    }
+
+    /// Waits until `hearth run` has said `text` on stderr.
+    fn wait_for_stderr(&mut self, text: &str) {
+        while !self.said.contains(text) {
+            let Ok(line) = self.stderr.recv() else {
+                panic!("hearth run ended without saying {text:?}:\n{}", self.said);
+            };
+            self.said.push_str(&line);
+            self.said.push('\n');
+        }
+    }
+
+    /// Closes the input and waits for `hearth run` to end.
+    fn finish(mut self) -> Ran {
+        self.stdin = None;
+        let status = self.child.wait().unwrap();
+        let stdout = self.stdout.join().unwrap();
+        for line in self.stderr.iter() {
+            self.said.push_str(&line);
+            self.said.push('\n');
+        }
+        Ran {
+            code: status.code(),
+            results: results(stdout),
+            stderr: self.said,
+        }
+    }
+}
+
+/// Whether process `pid` is still running (not gone, not a zombie).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            // The state follows the command name, which is in parentheses.
+            let after = &stat[stat.rfind(')')? + 1..];
+            after.split_whitespace().next().map(|state| state != "Z")
+        })
+        .unwrap_or(false)
 }
 
 fn lines(tasks: &[Value]) -> String {
@@ -174,15 +281,19 @@ fn tasks_get_their_argv_env_cwd_and_stdin() {
 #[test]
 fn a_timeout_sends_term_then_kill_to_the_whole_group() {
     let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("child-survived");
+    let grandchild = dir.path().join("grandchild.pid");
     let ran = run(
         &["--timeout", "0.3", "--kill-after", "0.3", "-j", "5"],
         &lines(&[
             json!({"id": "polite", "cmd": "sleep 30"}),
             json!({"id": "stubborn", "cmd": "trap '' TERM; sleep 30; echo too late"}),
             json!({"id": "own-limit", "cmd": "sleep 0.5; echo done", "timeout": 5}),
-            // A grandchild in the task's group goes with it.
-            json!({"id": "family", "cmd": format!("(sleep 1; touch {}) & sleep 30", marker.display())}),
+            // A grandchild in the task's group goes with it. (It leaves the
+            // task's output alone, so as not to hold the task up.)
+            json!({"id": "family", "cmd": format!(
+                "sh -c 'echo $$ > {p}; exec sleep 30' >/dev/null 2>&1 & while [ ! -s {p} ]; do sleep 0.01; done; sleep 30",
+                p = grandchild.display()
+            )}),
             // Exiting 0 from its SIGTERM handler does not make it a success.
             json!({"id": "exits-zero", "cmd": "trap 'exit 0' TERM; sleep 30 & wait"}),
         ]),
@@ -199,8 +310,13 @@ fn a_timeout_sends_term_then_kill_to_the_whole_group() {
     assert_eq!(r["family"]["timed_out"], true);
     assert_eq!(r["exits-zero"]["timed_out"], true);
     assert_eq!(r["exits-zero"]["status"], 0);
-    std::thread::sleep(Duration::from_millis(1200));
-    assert!(!marker.exists(), "a process of the timed-out task lived on");
+    let pid: u32 = std::fs::read_to_string(&grandchild)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Signalled with the task, it is gone or going: never still sleeping.
+    eventually(|| !running(pid));
     assert_eq!(ran.code, Some(4), "every timed-out task failed");
 }
 
@@ -291,9 +407,11 @@ fn retries_run_a_failed_task_again() {
 fn halt_now_stops_everything_at_the_first_failure() {
     let dir = tempfile::tempdir().unwrap();
     let ran_file = dir.path().join("ran");
+    let started = dir.path().join("started");
     let mut tasks = vec![
-        json!({"id": "slow", "cmd": "sleep 30; echo finished"}),
-        json!({"id": "fails", "cmd": "sleep 0.2; exit 1"}),
+        json!({"id": "slow", "cmd": format!("touch {}; sleep 30; echo finished", started.display())}),
+        // Fails once the other task runs, which halting must then stop.
+        json!({"id": "fails", "cmd": format!("while [ ! -e {} ]; do sleep 0.01; done; exit 1", started.display())}),
     ];
     for i in 0..20 {
         tasks.push(json!({"id": i, "cmd": format!("echo {i} >> {}", ran_file.display())}));
@@ -308,20 +426,28 @@ fn halt_now_stops_everything_at_the_first_failure() {
     );
     assert_eq!(r["fails"]["status"], 1);
     assert!(!ran_file.exists(), "no task started after the failure");
-    assert!(ran.stderr.contains("halting"), "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("halting after 1 failed task(s); stopping 1 running"),
+        "{}",
+        ran.stderr
+    );
     assert_eq!(ran.code, Some(1));
 }
 
 #[test]
 fn halt_soon_lets_running_tasks_finish() {
-    let ran = run(
-        &["-j", "2", "--halt", "soon"],
-        &lines(&[
-            json!({"id": "slow", "cmd": "sleep 0.5; echo finished"}),
-            json!({"id": "fails", "cmd": "exit 1"}),
-            json!({"id": "never", "cmd": "echo never"}),
-        ]),
-    );
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let mut hearth = Background::start(&["-j", "2", "--halt", "soon"]);
+    // Runs until the test lets it finish, after the halt.
+    hearth.send(&json!({"id": "slow", "cmd": format!("while [ ! -e {} ]; do sleep 0.01; done; echo finished", go.display())}));
+    hearth.send(&json!({"id": "fails", "cmd": "exit 1"}));
+    hearth.send(&json!({"id": "never", "cmd": "echo never"}));
+    hearth.close_input();
+    hearth.wait_for_stderr("halting after 1 failed task(s); waiting for 1 running");
+    std::fs::write(&go, "").unwrap();
+    let ran = hearth.finish();
     let r = ran.by_id();
     assert_eq!(r["slow"]["stdout"], "finished\n");
     assert_eq!(r["fails"]["status"], 1);
@@ -331,8 +457,21 @@ fn halt_soon_lets_running_tasks_finish() {
 
 #[test]
 fn keep_order_writes_results_in_input_order() {
+    // Each task waits for the next one to finish: they finish in reverse.
+    let dir = tempfile::tempdir().unwrap();
+    let done = |i: i32| dir.path().join(format!("done-{i}"));
     let tasks: Vec<Value> = (0..8)
-        .map(|i| json!({"id": i, "cmd": format!("sleep 0.0{}; echo {i}", 8 - i)}))
+        .map(|i| {
+            let wait = if i < 7 {
+                format!(
+                    "while [ ! -e {} ]; do sleep 0.01; done; ",
+                    done(i + 1).display()
+                )
+            } else {
+                String::new()
+            };
+            json!({"id": i, "cmd": format!("{wait}echo {i}; touch {}", done(i).display())})
+        })
         .collect();
     let ran = run(&["-j", "8", "--keep-order"], &lines(&tasks));
     let ids: Vec<i64> = ran
@@ -461,8 +600,18 @@ fn joblog_and_resume_after_the_runner_is_killed() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("joblog");
     let ran_file = dir.path().join("ran");
+    // The first 40 tasks run; the others wait for `go`, which the test
+    // creates once it has killed the runner.
+    let go = dir.path().join("go");
     let tasks: Vec<Value> = (1..=150)
-        .map(|i| json!({"id": i, "cmd": format!("sleep 0.01; echo {i} >> {}", ran_file.display())}))
+        .map(|i| {
+            let wait = if i > 40 {
+                format!("while [ ! -e {} ]; do sleep 0.01; done; ", go.display())
+            } else {
+                String::new()
+            };
+            json!({"id": i, "cmd": format!("{wait}echo {i} >> {}", ran_file.display())})
+        })
         .collect();
     let input = dir.path().join("tasks.jsonl");
     std::fs::write(&input, lines(&tasks)).unwrap();
@@ -484,10 +633,11 @@ fn joblog_and_resume_after_the_runner_is_killed() {
     eventually(|| joblog_seqs(&log).len() >= 40);
     first.kill().unwrap();
     first.wait().unwrap();
-    // Tasks running at the kill finish on their own.
-    std::thread::sleep(Duration::from_millis(300));
     let logged = joblog_seqs(&log);
-    assert!(logged.len() < 150, "the runner was killed before the end");
+    assert_eq!(logged.len(), 40, "the runner was killed before the end");
+    // The tasks it left running finish now, unlogged: the resumed run
+    // runs them again.
+    std::fs::write(&go, "").unwrap();
 
     let resumed = run_in(
         None,
@@ -657,41 +807,27 @@ fn eventually(mut check: impl FnMut() -> bool) {
 
 #[test]
 fn sigterm_lets_running_tasks_finish_and_starts_no_more() {
-    let mut child = Command::new(HEARTH)
-        .args(["run", "-j", "2"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let go = dir.path().join("go");
+    let started = |i: usize| dir.path().join(format!("started-{i}"));
+    let mut hearth = Background::start(&["-j", "2"]);
     for i in 0..2 {
-        writeln!(
-            stdin,
-            "{}",
-            json!({"id": i, "cmd": "sleep 0.5; echo finished"})
-        )
-        .unwrap();
+        hearth.send(&json!({"id": i, "cmd": format!(
+            "touch {}; while [ ! -e {} ]; do sleep 0.01; done; echo finished",
+            started(i).display(),
+            go.display()
+        )}));
     }
-    stdin.flush().unwrap();
-    std::thread::sleep(Duration::from_millis(200));
-    rustix::process::kill_process(
-        rustix::process::Pid::from_child(&child),
-        rustix::process::Signal::TERM,
-    )
-    .unwrap();
-    std::thread::sleep(Duration::from_millis(50));
-    let _ = writeln!(stdin, "{}", json!({"id": "late", "cmd": "echo late"}));
-    drop(stdin);
-    let out = child.wait_with_output().unwrap();
-    let results: Vec<Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(results.len(), 2, "{results:?}");
-    assert!(results.iter().all(|r| r["stdout"] == "finished\n"));
-    assert_eq!(out.status.code(), Some(143));
+    eventually(|| started(0).exists() && started(1).exists());
+    hearth.signal(rustix::process::Signal::TERM);
+    hearth.wait_for_stderr("SIGTERM: starting no more tasks; waiting for 2 running");
+    hearth.send(&json!({"id": "late", "cmd": "echo late"}));
+    hearth.close_input();
+    std::fs::write(&go, "").unwrap();
+    let ran = hearth.finish();
+    assert_eq!(ran.results.len(), 2, "{:?}", ran.results);
+    assert!(ran.results.iter().all(|r| r["stdout"] == "finished\n"));
+    assert_eq!(ran.code, Some(143));
 }
 
 #[test]
