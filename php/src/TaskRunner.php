@@ -49,7 +49,8 @@ final class TaskRunner
      * @param int             $retries     run a failed task up to this many more times (--retries)
      * @param string|null     $halt        on the first failure, 'now': stop running tasks; 'soon': start
      *                                     no more (--halt; also 'now,fail=N' and 'soon,fail=N')
-     * @param string|null     $joblog      append a line per finished task to this file (--joblog)
+     * @param string|null     $joblog      append a line per finished task to this file (--joblog); without
+     *                                     $resume or $resumeFailed, a file that already lists tasks is refused
      * @param bool            $resume      with $joblog: skip the tasks it lists as finished; their
      *                                     results say `skipped` (--resume)
      * @param bool            $resumeFailed with $joblog: skip only the tasks it lists as succeeded, run

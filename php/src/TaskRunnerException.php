@@ -17,7 +17,10 @@ final class TaskRunnerException extends \RuntimeException
 {
     /** No `hearth` binary where TaskRunner looked for one; nothing was started. */
     public const BINARY_NOT_FOUND = 1;
-    /** `hearth run` exited with status 2: it found its options or input unusable. */
+    /**
+     * `hearth run` exited with status 255: it refused its options or input (a job log it cannot
+     * write, a bootstrap that fails to boot...), or another error stopped it. Its stderr says which.
+     */
     public const INVALID_INPUT = 2;
     /** `hearth run` died, was killed, or stopped before reporting every task. */
     public const RUNNER_FAILED = 3;
@@ -43,10 +46,10 @@ final class TaskRunnerException extends \RuntimeException
     {
         $detail = trim($stderr);
         return new self(
-            'hearth run refused its input or options (exit status 2): '
+            'hearth run refused its input or options (exit status 255): '
             . ($detail === '' ? '(it wrote nothing on stderr)' : $detail),
             self::INVALID_INPUT,
-            2,
+            255,
             $stderr,
         );
     }

@@ -17,6 +17,8 @@ final class TaskRunnerProcess
 {
     private const CHUNK = 65536;
     private const STDERR_TAIL = 65536;
+    /** `hearth run`'s exit status for anything but failed tasks: a refused command line or input. */
+    private const ERROR_STATUS = 255;
 
     private int $completed = 0;
     private int $failed = 0;
@@ -186,9 +188,9 @@ final class TaskRunnerProcess
             }
             unset($result[$stream . '_encoding']);
         }
-        // As `hearth run` counts for its exit status: the tasks of this run
-        // (not those --resume skipped) that did not exit 0 in time.
-        if (empty($result['skipped']) && ($result['status'] !== 0 || !empty($result['timed_out']))) {
+        // As `hearth run` counts for its exit status: the tasks of the batch that did not exit 0 in
+        // time, those --resume skipped included (their line says how they ended).
+        if ($result['status'] !== 0 || !empty($result['timed_out'])) {
             $this->failed++;
         }
         ($this->onResult)($result, ++$this->completed, $this->total);
@@ -196,7 +198,7 @@ final class TaskRunnerProcess
 
     /**
      * Throws unless `hearth run` ended the way a finished batch ends: exit
-     * status 0, or the number of failed tasks (at most 101).
+     * status 0, or the number of failed tasks (1-100; 101 for more).
      *
      * @param array{exitcode: int, signaled: bool, termsig: int} $status
      */
@@ -211,8 +213,8 @@ final class TaskRunnerProcess
             );
         }
         $exit = $status['exitcode'];
-        // 2 is also "2 tasks failed": then those 2 results are here.
-        if ($exit === 2 && $this->failed !== 2) {
+        // As GNU parallel's: 0-101 count failed tasks, 255 is every other error.
+        if ($exit === self::ERROR_STATUS) {
             throw TaskRunnerException::invalidInput($this->stderr);
         }
         if ($exit < 0 || $exit > 101) {
@@ -223,8 +225,8 @@ final class TaskRunnerProcess
                 $this->stderr,
             );
         }
-        // A batch that --halt ended early exits with its number of failures; anything else (101 is also
-        // the status of a Rust panic) means hearth died.
+        // A batch that --halt ended early exits with its number of failures; anything else means hearth
+        // died.
         if ($this->completed < $this->total && (!$mayEndEarly || $exit !== min($this->failed, 101))) {
             throw TaskRunnerException::runnerFailed(
                 "hearth run died: it exited with status {$exit} {$progress}",

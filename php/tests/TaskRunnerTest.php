@@ -352,15 +352,14 @@ final class TaskRunnerTest extends TestCase
         self::assertArrayNotHasKey('skipped', $results['c']);
     }
 
-    public function testResumeCountsOnlyTheFailuresOfThisRun(): void
+    public function testResumeCountsTheFailuresOfTheWholeBatch(): void
     {
         $joblog = $this->dir . '/joblog';
         $first = new TaskRunner(joblog: $joblog);
         $first->add('a', 'exit 1')->add('b', 'echo b')->runAndWait();
         self::assertSame(1, $first->failed());
 
-        // a failed before and is skipped; c and d fail now: hearth exits 2,
-        // which here is two failures, not unusable input.
+        // a failed before and is skipped; c and d fail now: hearth exits 3, the batch's failures.
         $again = new TaskRunner(joblog: $joblog, resume: true);
         $results = $again->add('a', 'exit 1')->add('b', 'echo b')->add('c', 'exit 1')->add('d', 'exit 1')
             ->runAndWait();
@@ -375,6 +374,23 @@ final class TaskRunnerTest extends TestCase
         self::assertSame("fixed\n", $results['a']['stdout'], 'a failed task runs again');
         self::assertTrue($results['b']['skipped'] ?? false, 'a succeeded task is skipped');
         self::assertSame(0, $retry->failed());
+    }
+
+    /**
+     * Issue 8: `hearth run --resume` exits with the failures of the whole batch, skipped ones
+     * included; under halt, a batch that ends early must not be taken for a runner that died.
+     */
+    public function testAResumedBatchThatHaltsCountsTheSkippedFailures(): void
+    {
+        $joblog = $this->dir . '/joblog';
+        (new TaskRunner(joblog: $joblog))->add('a', 'exit 1')->runAndWait();
+
+        $runner = new TaskRunner(1, joblog: $joblog, resume: true, halt: 'soon');
+        $results = $runner->add('a', 'exit 1')->add('b', 'exit 2')->add('c', 'echo never')->runAndWait();
+        self::assertSame(['a', 'b'], array_keys($results));
+        self::assertTrue($results['a']['skipped'] ?? false);
+        self::assertSame(2, $results['b']['status']);
+        self::assertSame(2, $runner->failed());
     }
 
     public function testATaskThatExitsZeroPastItsTimeoutFailed(): void
@@ -555,13 +571,27 @@ final class TaskRunnerTest extends TestCase
         self::assertStringContainsString('panicked', $e->getMessage());
     }
 
-    public function testExitStatusTwoIsUnusableInput(): void
+    /**
+     * Issue 8: as GNU parallel, `hearth run` exits with 255 for an error (a refused command line or
+     * input), and its 1-101 count failed tasks: 2 is "two tasks failed", never an error.
+     */
+    public function testExitStatus255IsAnErrorAndTwoIsTwoFailures(): void
     {
-        $fake = $this->fake("echo 'error: line 1: not a JSON object' >&2\nexit 2");
+        $fake = $this->fake("echo 'hearth run: line 1: expected a JSON object' >&2\nexit 255");
         $e = $this->runExpectingFailure((new TaskRunner(binary: $fake))->add('a', 'true'));
         self::assertSame(TaskRunnerException::INVALID_INPUT, $e->getCode());
-        self::assertSame(2, $e->exitStatus());
-        self::assertStringContainsString('error: line 1: not a JSON object', $e->getMessage());
+        self::assertSame(255, $e->exitStatus());
+        self::assertStringContainsString('line 1: expected a JSON object', $e->getMessage());
+
+        $e = $this->runExpectingFailure((new TaskRunner(joblog: $this->dir . '/no/such/dir/joblog'))->add('a', 'true'));
+        self::assertSame(TaskRunnerException::INVALID_INPUT, $e->getCode());
+        self::assertSame(255, $e->exitStatus());
+        self::assertStringContainsString('cannot write the job log', $e->getMessage());
+
+        $runner = (new TaskRunner())->add('a', 'exit 1')->add('b', 'exit 2')->add('c', 'true');
+        $results = $runner->runAndWait();
+        self::assertCount(3, $results);
+        self::assertSame(2, $runner->failed());
     }
 
     public function testARunnerWritingSomethingElseThanResultsIsReported(): void

@@ -822,6 +822,17 @@ impl Lease {
         }
     }
 
+    /// Stops the worker because its request ran past a time limit that the
+    /// caller keeps itself (rather than with [`Lease::set_deadline`]): its
+    /// supervisor sends SIGTERM now and SIGKILL after the kill timeout,
+    /// logs the stop as a timeout, not as a crash, and replaces it. What
+    /// the worker sends before it exits can still be read.
+    pub fn terminate(&self) {
+        if let Some(worker) = &self.worker {
+            worker.shared.retire(Retire::Terminate);
+        }
+    }
+
     /// How the worker's process ended, after [`Lease::next`] failed because
     /// the worker went away: waits up to `within` for it to be reaped.
     pub async fn exit_status(

@@ -10,10 +10,15 @@
 //! Each line reaches the file in one `write(2)` as its task finishes, so a
 //! runner killed at any moment leaves whole lines for every task it saw
 //! finish (and at most a torn last line, which `--resume` ignores).
+//!
+//! A log is only ever appended to. A new batch refuses a log that already
+//! lists tasks ([`check_unused`]): that log is what `--resume` needs to
+//! finish its own batch, and GNU parallel's habit of overwriting it would
+//! lose it to a command line that forgot `--resume`.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
 const HEADER: &str = "Seq\tHost\tStarttime\tJobRuntime\tSend\tReceive\tExitval\tSignal\tCommand\n";
@@ -40,19 +45,12 @@ impl Logged {
 }
 
 impl JobLog {
-    /// Opens `path` for appending (a new log gets the header line); with
-    /// `truncate`, starts it afresh.
-    pub fn open(path: &Path, truncate: bool) -> std::io::Result<JobLog> {
-        let mut options = OpenOptions::new();
-        options.create(true);
-        if truncate {
-            options.write(true).truncate(true);
-        } else {
-            options.append(true);
-        }
-        let mut file = options.open(path)?;
+    /// Opens `path` for appending (a new or empty log gets the header
+    /// line), dropping a torn last line first.
+    pub fn open(path: &Path) -> std::io::Result<JobLog> {
+        let mut file = OpenOptions::new().create(true).append(true).open(path)?;
         let len = file.metadata()?.len();
-        if len > 0 && !truncate {
+        if len > 0 {
             drop_torn_line(path, len)?;
         }
         if file.metadata()?.len() == 0 {
@@ -97,6 +95,38 @@ impl JobLog {
         self.line.push('\n');
         self.file.write_all(self.line.as_bytes())
     }
+}
+
+/// Checks that `path` can be the log of a new batch: it does not exist, is
+/// empty, holds only the header line (a run that finished no task), or is
+/// not a regular file (`/dev/stderr`). Anything else is an earlier run's log,
+/// or some other file, and is refused with what to do instead.
+pub fn check_unused(path: &Path) -> Result<(), String> {
+    let unreadable = |e: std::io::Error| format!("cannot read the job log {}: {e}", path.display());
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(unreadable(e)),
+    };
+    if !metadata.is_file() || metadata.len() == 0 {
+        return Ok(());
+    }
+    let mut head = Vec::with_capacity(HEADER.len() + 1);
+    if metadata.len() <= HEADER.len() as u64 {
+        File::open(path)
+            .and_then(|f| f.take(HEADER.len() as u64 + 1).read_to_end(&mut head))
+            .map_err(unreadable)?;
+    }
+    // A header, possibly torn by a runner killed while writing it.
+    if !head.is_empty() && HEADER.as_bytes().starts_with(&head) {
+        return Ok(());
+    }
+    Err(format!(
+        "the job log {} is not empty: to go on with the batch it logs, add --resume \
+         (or --resume-failed to run its failed tasks again); to start a new batch, \
+         remove it or name another file",
+        path.display()
+    ))
 }
 
 /// Removes a last line without its newline, torn by a runner killed while
@@ -170,7 +200,7 @@ mod tests {
     fn written_lines_read_back() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
-        let mut log = JobLog::open(&path, false).unwrap();
+        let mut log = JobLog::open(&path).unwrap();
         log.record(1, 1.5, 0.25, 0, 0, "echo 'a\tb'\nx").unwrap();
         log.record(2, 2.0, 0.5, -1, 9, "sleep 9").unwrap();
         drop(log);
@@ -178,7 +208,7 @@ mod tests {
         assert!(text.starts_with("Seq\tHost\t"));
         assert!(text.contains("1\t:\t1.500\t0.250\t0\t0\t0\t0\techo 'a\\tb'\\nx\n"));
         // Appending keeps one header.
-        JobLog::open(&path, false)
+        JobLog::open(&path)
             .unwrap()
             .record(3, 3.0, 0.1, 1, 0, "false")
             .unwrap();
@@ -224,7 +254,7 @@ mod tests {
             format!("{HEADER}1\t:\t1\t1\t0\t0\t0\t0\ta\n2\t:\t1\t0.0"),
         )
         .unwrap();
-        JobLog::open(&path, false)
+        JobLog::open(&path)
             .unwrap()
             .record(2, 5.0, 0.5, 0, 0, "b")
             .unwrap();
@@ -234,6 +264,30 @@ mod tests {
         assert!(std::fs::read_to_string(&path)
             .unwrap()
             .ends_with("\t0\t0\tb\n"));
+    }
+
+    #[test]
+    fn a_new_batch_takes_only_an_unused_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        assert_eq!(check_unused(&path), Ok(()), "a log that does not exist");
+        for unused in ["", HEADER, &HEADER[..10]] {
+            std::fs::write(&path, unused).unwrap();
+            assert_eq!(check_unused(&path), Ok(()), "{unused:?}");
+        }
+        assert_eq!(check_unused(Path::new("/dev/null")), Ok(()));
+        for used in [
+            format!("{HEADER}1\t:\t1\t1\t0\t0\t0\t0\ta\n"),
+            format!("{HEADER}1\t:\t1"),
+            "notes\n".to_owned(),
+            format!("{HEADER}x"),
+        ] {
+            std::fs::write(&path, &used).unwrap();
+            let err = check_unused(&path).unwrap_err();
+            assert!(err.contains(path.to_str().unwrap()), "{err}");
+            assert!(err.contains("--resume"), "{err}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), used, "left alone");
+        }
     }
 
     #[test]

@@ -5,7 +5,9 @@
 //! A job is one `Call` frame to a worker and one `Result` frame back. A job
 //! that kills its worker fails alone: the pool replaces the worker, and the
 //! result says how it died. A job past its time limit gets its worker
-//! stopped (SIGTERM, then SIGKILL) and replaced.
+//! stopped by the pool (SIGTERM, then SIGKILL after the pool's kill
+//! timeout, which `hearth run` sets to `--kill-after`), logged as a timeout
+//! and replaced.
 
 use std::time::{Duration, Instant};
 
@@ -57,36 +59,38 @@ pub async fn run(
     };
     let pid = lease.pid();
     let limit = task.timeout.or(options.timeout);
-    let mut deadline = limit.map(|l| tokio::time::Instant::now() + l);
-    // Whether the runner has signalled the worker (SIGTERM first, SIGKILL
-    // `kill_after` later), for its time limit or because it was asked to.
-    let mut stopping = false;
+    let deadline = limit.and_then(|l| tokio::time::Instant::now().checked_add(l));
+    // Past its time limit, the pool stops the worker (SIGTERM, then SIGKILL
+    // `kill_after` later: its kill timeout) and logs why.
+    let mut timed_out = false;
+    // Asked to stop by the runner (`--halt now`, a second signal): SIGTERM,
+    // then SIGKILL at `kill_at`.
     let mut interrupted = false;
+    let mut kill_at = None;
     let result = loop {
-        let until_deadline = async {
-            match deadline {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             frame = lease.next() => break frame,
-            () = until_deadline => {
-                if stopping {
-                    lease.signal(rustix::process::Signal::KILL);
-                    deadline = None;
-                } else {
-                    lease.signal(rustix::process::Signal::TERM);
-                    stopping = true;
-                    deadline = Some(tokio::time::Instant::now() + options.kill_after);
-                }
+            () = sleep_until(deadline), if !timed_out && !interrupted => {
+                lease.terminate();
+                timed_out = true;
             }
-            () = aborted(&mut abort), if !interrupted && !stopping => {
+            () = aborted(&mut abort), if !interrupted && !timed_out => {
+                lease.signal(rustix::process::Signal::TERM);
                 interrupted = true;
-                deadline = Some(tokio::time::Instant::now());
+                kill_at = tokio::time::Instant::now().checked_add(options.kill_after);
+            }
+            () = sleep_until(kill_at) => {
+                lease.signal(rustix::process::Signal::KILL);
+                kill_at = None;
             }
         }
     };
+    if timed_out && result.is_ok() {
+        // It answered after all, its code handling SIGTERM: it is replaced
+        // all the same (its job was cut short), at once rather than after
+        // waiting `kill_after` for an exit that will not come.
+        lease.signal(rustix::process::Signal::KILL);
+    }
     let mut outcome = match result {
         Ok(frame) if frame.kind == Kind::Result => decode(&frame),
         Ok(frame) => {
@@ -103,14 +107,22 @@ pub async fn run(
                 "the PHP worker (pid {pid}) broke the protocol while running the job ({e}); it is replaced"
             ))
         }
-        Err(e) => died(&lease, pid, e, limit, stopping && !interrupted).await,
+        Err(e) => died(&lease, pid, e, limit, timed_out).await,
     };
     outcome.worker = Some(pid);
     outcome.started = started;
     outcome.duration = clock.elapsed();
     outcome.interrupted = interrupted;
-    outcome.timed_out = stopping && !interrupted;
+    outcome.timed_out = timed_out;
     outcome
+}
+
+/// Resolves at `at`; never without one.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The outcome the worker reported.

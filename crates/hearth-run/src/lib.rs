@@ -7,6 +7,7 @@
 //! one line of a GNU-parallel-style job log ([`joblog`]). [`runner`] ties
 //! them together: concurrency, retries, halting, ordering, signals.
 
+pub mod duration;
 pub mod exec;
 pub mod joblog;
 pub mod jobs;
@@ -14,4 +15,8 @@ pub mod output;
 pub mod runner;
 pub mod task;
 
-pub use runner::{run, Halt, HaltMode, Input, InputFormat, Resume, RunConfig, Summary};
+pub use duration::parse_duration;
+pub use runner::{
+    prepare, run, Halt, HaltMode, Input, InputFormat, Prepared, Resume, RunConfig, Summary,
+    ERROR_STATUS,
+};

@@ -133,6 +133,9 @@ pub struct Summary {
     pub failed: u64,
     /// Skipped by `--resume`.
     pub skipped: u64,
+    /// Of those, the ones the job log lists as failed: failures of the
+    /// batch, which the exit status counts.
+    pub skipped_failed: u64,
     /// Stopped by the runner (`--halt now`, a second signal); neither
     /// written nor logged, so `--resume` runs them again.
     pub interrupted: u64,
@@ -144,17 +147,30 @@ pub struct Summary {
     pub elapsed: Duration,
 }
 
+/// The exit status for every error other than failed tasks: a refused
+/// command line, unusable input, a file that cannot be read or written,
+/// PHP workers that do not boot. GNU parallel's "other error", out of the
+/// range of failure counts (0 to 101) and of signals (128 + N).
+pub const ERROR_STATUS: u8 = 255;
+
+/// The most failures the exit status counts; it means "more than 100".
+const MAX_FAILURES_STATUS: u64 = 101;
+
 impl Summary {
-    /// The exit status: 0, the failures capped at 101, 2 for unusable
-    /// input, 128 + the signal that stopped the run.
+    /// The exit status, as GNU parallel's: 0 when every task of the batch
+    /// succeeded, 1-100 the number of failed tasks, 101 more than 100 (the
+    /// batch's: with `--resume`, those the job log lists as failed count);
+    /// [`ERROR_STATUS`] for unusable input; 128 + the signal that stopped
+    /// the run.
     pub fn exit_code(&self) -> u8 {
         if self.input_error.is_some() {
-            return 2;
+            return ERROR_STATUS;
         }
         if let Some(sig) = self.signal {
             return u8::try_from(128 + sig).unwrap_or(255);
         }
-        u8::try_from(self.failed.min(101)).unwrap_or(101)
+        let failed = self.failed.saturating_add(self.skipped_failed);
+        u8::try_from(failed.min(MAX_FAILURES_STATUS)).unwrap_or(101)
     }
 }
 
@@ -182,10 +198,50 @@ struct Finished {
 
 type Running = FuturesUnordered<Pin<Box<dyn Future<Output = Finished>>>>;
 
-/// Runs every task of `input`. An `Err` means nothing could run at all
-/// (the input or the job log cannot be opened, the PHP workers do not
-/// boot); the message says why.
+/// Runs every task of `input`: [`prepare`], then [`Prepared::run`]. An
+/// `Err` means nothing could run at all; the message says why.
 pub async fn run(config: RunConfig, input: Input) -> Result<Summary, String> {
+    prepare(config, input).await?.run().await
+}
+
+/// A batch ready to run: its job log and its input are open, and its PHP
+/// workers, if it has any, have booted.
+pub struct Prepared {
+    config: RunConfig,
+    clock: Instant,
+    /// What the job log lists, for `--resume`.
+    done: HashMap<u64, Logged>,
+    log: Option<JobLog>,
+    reader: Box<dyn BufRead + Send>,
+    parser: Parser,
+    pool: Option<Pool>,
+    signals: Signals,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared")
+            .field("config", &self.config)
+            .field("log", &self.log)
+            .field("parser", &self.parser)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The signals that stop a run: the first starts nothing more, the second
+/// stops the running tasks.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+/// Does everything that can refuse a batch as a whole, before any task
+/// runs: reads the job log (`--resume`) or checks that it is unused, opens
+/// it and the input, and boots the PHP workers. An `Err` says why the
+/// batch cannot run; a PHP worker that failed to boot is reported there
+/// once, with its output.
+pub async fn prepare(config: RunConfig, input: Input) -> Result<Prepared, String> {
     let clock = Instant::now();
     let done = match (&config.joblog, config.resume) {
         (_, Resume::No) => HashMap::new(),
@@ -194,11 +250,16 @@ pub async fn run(config: RunConfig, input: Input) -> Result<Summary, String> {
             return Err("--resume needs --joblog FILE: the log of the run to resume".to_owned())
         }
     };
-    let mut log = match &config.joblog {
-        Some(path) => Some(
-            JobLog::open(path, config.resume == Resume::No)
-                .map_err(|e| format!("cannot write the job log {}: {e}", path.display()))?,
-        ),
+    let log = match &config.joblog {
+        Some(path) => {
+            if config.resume == Resume::No {
+                joblog::check_unused(path)?;
+            }
+            Some(
+                JobLog::open(path)
+                    .map_err(|e| format!("cannot write the job log {}: {e}", path.display()))?,
+            )
+        }
         None => None,
     };
     let reader: Box<dyn BufRead + Send> = match &input {
@@ -221,163 +282,202 @@ pub async fn run(config: RunConfig, input: Input) -> Result<Summary, String> {
         (InputFormat::Json, true) => Parser::Php,
         (InputFormat::Json, false) => Parser::Shell,
     };
-
+    let signals = Signals {
+        int: signal(tokio::signal::unix::SignalKind::interrupt())?,
+        term: signal(tokio::signal::unix::SignalKind::terminate())?,
+        hup: signal(tokio::signal::unix::SignalKind::hangup())?,
+    };
     let pool = match &config.php {
         Some(pool_config) => Some(start_pool(pool_config.clone()).await?),
         None => None,
     };
+    Ok(Prepared {
+        config,
+        clock,
+        done,
+        log,
+        reader,
+        parser,
+        pool,
+        signals,
+    })
+}
 
-    let (item_tx, mut items) = mpsc::channel(QUEUE);
-    let resume = config.resume;
-    std::thread::Builder::new()
-        .name("hearth-input".into())
-        .spawn(move || read_input(reader, &parser, &done, resume, &item_tx))
-        .map_err(|e| format!("cannot start the input reader: {e}"))?;
-    let (writer, writer_thread) = Writer::start();
-
-    let progress = progress_bar(config.progress);
-    let options = ExecOptions {
-        timeout: config.timeout,
-        kill_after: config.kill_after,
-        max_output: config.max_output,
-    };
-    let (abort_tx, abort) = watch::channel(false);
-    let mut sigint = signal(tokio::signal::unix::SignalKind::interrupt())?;
-    let mut sigterm = signal(tokio::signal::unix::SignalKind::terminate())?;
-    let mut sighup = signal(tokio::signal::unix::SignalKind::hangup())?;
-
-    let mut summary = Summary::default();
-    let mut emitter = Emitter {
-        keep_order: config.keep_order,
-        next: 0,
-        pending: BTreeMap::new(),
-        writer,
-        line: String::new(),
-    };
-    let mut running: Running = FuturesUnordered::new();
-    let mut retry: VecDeque<(Task, u64, u32)> = VecDeque::new();
-    let mut input_open = true;
-    let mut starting = true;
-    let mut next_order = 0u64;
-    let jobs = config.jobs.max(1);
-
-    let start = |task: Task, order: u64, attempts: u32, running: &mut Running| {
-        let abort = abort.clone();
-        let pool = pool.clone();
-        running.push(Box::pin(async move {
-            let outcome = match &pool {
-                Some(pool) => jobs::run(pool, &task, &options, abort).await,
-                None => exec::run(&task, &options, abort).await,
-            };
-            Finished {
-                task,
-                order,
-                attempts,
-                outcome,
+impl Prepared {
+    /// Runs every task; see the module documentation.
+    pub async fn run(self) -> Result<Summary, String> {
+        let Prepared {
+            config,
+            clock,
+            done,
+            mut log,
+            reader,
+            parser,
+            pool,
+            signals:
+                Signals {
+                    int: mut sigint,
+                    term: mut sigterm,
+                    hup: mut sighup,
+                },
+        } = self;
+        let (item_tx, mut items) = mpsc::channel(QUEUE);
+        let resume = config.resume;
+        let spawned = std::thread::Builder::new()
+            .name("hearth-input".into())
+            .spawn(move || read_input(reader, &parser, &done, resume, &item_tx));
+        if let Err(e) = spawned {
+            if let Some(pool) = pool {
+                pool.shutdown().await;
             }
-        }));
-    };
+            return Err(format!("cannot start the input reader: {e}"));
+        }
+        let (writer, writer_thread) = Writer::start();
 
-    loop {
-        while starting && running.len() < jobs {
-            let Some((task, order, attempts)) = retry.pop_front() else {
+        let progress = progress_bar(config.progress);
+        let options = ExecOptions {
+            timeout: config.timeout,
+            kill_after: config.kill_after,
+            max_output: config.max_output,
+        };
+        let (abort_tx, abort) = watch::channel(false);
+
+        let mut summary = Summary::default();
+        let mut emitter = Emitter {
+            keep_order: config.keep_order,
+            next: 0,
+            pending: BTreeMap::new(),
+            writer,
+            line: String::new(),
+        };
+        let mut running: Running = FuturesUnordered::new();
+        let mut retry: VecDeque<(Task, u64, u32)> = VecDeque::new();
+        let mut input_open = true;
+        let mut starting = true;
+        let mut next_order = 0u64;
+        let jobs = config.jobs.max(1);
+
+        let start = |task: Task, order: u64, attempts: u32, running: &mut Running| {
+            let abort = abort.clone();
+            let pool = pool.clone();
+            running.push(Box::pin(async move {
+                let outcome = match &pool {
+                    Some(pool) => jobs::run(pool, &task, &options, abort).await,
+                    None => exec::run(&task, &options, abort).await,
+                };
+                Finished {
+                    task,
+                    order,
+                    attempts,
+                    outcome,
+                }
+            }));
+        };
+
+        loop {
+            while starting && running.len() < jobs {
+                let Some((task, order, attempts)) = retry.pop_front() else {
+                    break;
+                };
+                start(task, order, attempts, &mut running);
+            }
+            if running.is_empty() && (!starting || (!input_open && retry.is_empty())) {
                 break;
-            };
-            start(task, order, attempts, &mut running);
-        }
-        if running.is_empty() && (!starting || (!input_open && retry.is_empty())) {
-            break;
-        }
-        let want_input = input_open && starting && running.len() < jobs && retry.is_empty();
-        tokio::select! {
-            biased;
-            Some(finished) = running.next(), if !running.is_empty() => {
-                let Finished { task, order, attempts, outcome } = finished;
-                if outcome.interrupted {
-                    summary.interrupted += 1;
-                    continue;
-                }
-                if !outcome.succeeded() && attempts <= config.retries && starting {
-                    tracing::debug!(seq = task.seq, attempts, "task failed; trying again");
-                    retry.push_back((task, order, attempts + 1));
-                    continue;
-                }
-                if let Some(log) = &mut log {
-                    let (exit, signal) = (outcome.logged_exit(), outcome.signal.unwrap_or(0));
-                    if let Err(e) = log.record(task.seq, outcome.started, outcome.duration.as_secs_f64(), exit, signal, &task.command_line()) {
-                        progress.suspend(|| say!("hearth run: cannot write the job log {}: {e}", log.path().display()));
+            }
+            let want_input = input_open && starting && running.len() < jobs && retry.is_empty();
+            tokio::select! {
+                biased;
+                Some(finished) = running.next(), if !running.is_empty() => {
+                    let Finished { task, order, attempts, outcome } = finished;
+                    if outcome.interrupted {
+                        summary.interrupted += 1;
+                        continue;
                     }
-                }
-                summary.finished += 1;
-                let failed = !outcome.succeeded();
-                emitter.result(order, &task, &outcome, attempts, config.max_output).await;
-                progress.inc(1);
-                if failed {
-                    summary.failed += 1;
-                    progress.set_message(format!("{} failed", summary.failed));
-                    if let Some(halt) = config.halt {
-                        if summary.failed >= halt.failures && !summary.halted {
-                            summary.halted = true;
-                            starting = false;
-                            let running_now = running.len();
-                            progress.suspend(|| say!(
-                                "hearth run: halting after {} failed task(s){}",
-                                summary.failed,
-                                match (halt.mode, running_now) {
-                                    (_, 0) => String::new(),
-                                    (HaltMode::Now, n) => format!("; stopping {n} running"),
-                                    (HaltMode::Soon, n) => format!("; waiting for {n} running"),
+                    if !outcome.succeeded() && attempts <= config.retries && starting {
+                        tracing::debug!(seq = task.seq, attempts, "task failed; trying again");
+                        retry.push_back((task, order, attempts + 1));
+                        continue;
+                    }
+                    if let Some(log) = &mut log {
+                        let (exit, signal) = (outcome.logged_exit(), outcome.signal.unwrap_or(0));
+                        if let Err(e) = log.record(task.seq, outcome.started, outcome.duration.as_secs_f64(), exit, signal, &task.command_line()) {
+                            progress.suspend(|| say!("hearth run: cannot write the job log {}: {e}", log.path().display()));
+                        }
+                    }
+                    summary.finished += 1;
+                    let failed = !outcome.succeeded();
+                    emitter.result(order, &task, &outcome, attempts, config.max_output).await;
+                    progress.inc(1);
+                    if failed {
+                        summary.failed += 1;
+                        progress.set_message(format!("{} failed", summary.failed));
+                        if let Some(halt) = config.halt {
+                            if summary.failed >= halt.failures && !summary.halted {
+                                summary.halted = true;
+                                starting = false;
+                                let running_now = running.len();
+                                progress.suspend(|| say!(
+                                    "hearth run: halting after {} failed task(s){}",
+                                    summary.failed,
+                                    match (halt.mode, running_now) {
+                                        (_, 0) => String::new(),
+                                        (HaltMode::Now, n) => format!("; stopping {n} running"),
+                                        (HaltMode::Soon, n) => format!("; waiting for {n} running"),
+                                    }
+                                ));
+                                if halt.mode == HaltMode::Now {
+                                    let _ = abort_tx.send(true);
                                 }
-                            ));
-                            if halt.mode == HaltMode::Now {
-                                let _ = abort_tx.send(true);
                             }
                         }
                     }
+                    if emitter.writer.closed {
+                        starting = false;
+                    }
                 }
-                if emitter.writer.closed {
-                    starting = false;
-                }
+                item = items.recv(), if want_input => match item {
+                    Some(Item::Task(task)) => {
+                        start(task, next_order, 1, &mut running);
+                        next_order += 1;
+                    }
+                    Some(Item::Skip { seq, id, logged }) => {
+                        summary.skipped += 1;
+                        if !logged.succeeded() {
+                            summary.skipped_failed += 1;
+                        }
+                        emitter.skipped(next_order, seq, &id, logged).await;
+                        next_order += 1;
+                        progress.inc(1);
+                    }
+                    Some(Item::Error(message)) => {
+                        progress.suspend(|| say!("hearth run: {message}"));
+                        summary.input_error = Some(message);
+                        starting = false;
+                        input_open = false;
+                    }
+                    Some(Item::End(total)) => {
+                        progress.set_length(total);
+                        input_open = false;
+                    }
+                    None => input_open = false,
+                },
+                _ = sigint.recv() => on_signal(libc_sig::INT, &mut summary, &mut starting, &abort_tx, running.len(), &progress),
+                _ = sigterm.recv() => on_signal(libc_sig::TERM, &mut summary, &mut starting, &abort_tx, running.len(), &progress),
+                // A closed terminal: like SIGTERM, rather than dying with tasks
+                // left running and their results lost.
+                _ = sighup.recv() => on_signal(libc_sig::HUP, &mut summary, &mut starting, &abort_tx, running.len(), &progress),
             }
-            item = items.recv(), if want_input => match item {
-                Some(Item::Task(task)) => {
-                    start(task, next_order, 1, &mut running);
-                    next_order += 1;
-                }
-                Some(Item::Skip { seq, id, logged }) => {
-                    summary.skipped += 1;
-                    emitter.skipped(next_order, seq, &id, logged).await;
-                    next_order += 1;
-                    progress.inc(1);
-                }
-                Some(Item::Error(message)) => {
-                    progress.suspend(|| say!("hearth run: {message}"));
-                    summary.input_error = Some(message);
-                    starting = false;
-                    input_open = false;
-                }
-                Some(Item::End(total)) => {
-                    progress.set_length(total);
-                    input_open = false;
-                }
-                None => input_open = false,
-            },
-            _ = sigint.recv() => on_signal(libc_sig::INT, &mut summary, &mut starting, &abort_tx, running.len(), &progress),
-            _ = sigterm.recv() => on_signal(libc_sig::TERM, &mut summary, &mut starting, &abort_tx, running.len(), &progress),
-            // A closed terminal: like SIGTERM, rather than dying with tasks
-            // left running and their results lost.
-            _ = sighup.recv() => on_signal(libc_sig::HUP, &mut summary, &mut starting, &abort_tx, running.len(), &progress),
         }
+        emitter.finish().await;
+        progress.finish_and_clear();
+        drop(emitter);
+        let _ = writer_thread.join();
+        if let Some(pool) = pool {
+            pool.shutdown().await;
+        }
+        summary.elapsed = clock.elapsed();
+        Ok(summary)
     }
-    emitter.finish().await;
-    progress.finish_and_clear();
-    drop(emitter);
-    let _ = writer_thread.join();
-    if let Some(pool) = pool {
-        pool.shutdown().await;
-    }
-    summary.elapsed = clock.elapsed();
-    Ok(summary)
 }
 
 /// Signal numbers, for exit statuses and messages.
@@ -418,6 +518,11 @@ fn on_signal(
     }
 }
 
+/// Starts the PHP workers and waits until each has booted or failed to.
+/// A failure is reported here, once, with the worker's output: the caller
+/// may hold back the pool's own report of each worker's failure while this
+/// runs (`hearth run` does), since it would repeat the same error and
+/// trace once per worker.
 async fn start_pool(config: PoolConfig) -> Result<Pool, String> {
     let boot_timeout = config.boot_timeout;
     let pool = Pool::start(config)
@@ -425,15 +530,19 @@ async fn start_pool(config: PoolConfig) -> Result<Pool, String> {
         .map_err(|e| format!("cannot start PHP workers: {e}"))?;
     if !pool.wait_ready(boot_timeout + Duration::from_secs(1)).await {
         let status = pool.status();
+        let why = pool
+            .boot_error()
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default();
         if status.live == 0 {
             pool.kill_all();
-            return Err(format!(
-                "the PHP workers failed to boot{}",
-                pool.boot_error()
-                    .map(|e| format!(": {e}"))
-                    .unwrap_or_default()
-            ));
+            return Err(format!("the PHP workers failed to boot{why}"));
         }
+        say!(
+            "hearth run: {} of {} PHP workers failed to boot (booted again while jobs run on the others){why}",
+            status.workers - status.live,
+            status.workers
+        );
     }
     Ok(pool)
 }
@@ -669,11 +778,18 @@ mod tests {
         assert_eq!(s.exit_code(), 0);
         s.failed = 3;
         assert_eq!(s.exit_code(), 3);
+        s.skipped_failed = 2;
+        assert_eq!(s.exit_code(), 5, "failures the job log lists count");
+        s.skipped_failed = 0;
+        s.failed = 100;
+        assert_eq!(s.exit_code(), 100);
+        s.failed = 101;
+        assert_eq!(s.exit_code(), 101);
         s.failed = 500;
         assert_eq!(s.exit_code(), 101);
         s.signal = Some(2);
         assert_eq!(s.exit_code(), 130);
         s.input_error = Some("line 1".into());
-        assert_eq!(s.exit_code(), 2);
+        assert_eq!(s.exit_code(), 255);
     }
 }

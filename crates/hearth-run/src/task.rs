@@ -91,8 +91,9 @@ struct Line<'a> {
     cwd: Option<PathBuf>,
     #[serde(default)]
     stdin: Option<String>,
+    /// Seconds (a JSON number) or a duration string, as `--timeout` takes.
     #[serde(default)]
-    timeout: Option<f64>,
+    timeout: Option<serde_json::Value>,
     #[serde(default)]
     call: Option<String>,
     #[serde(borrow, default)]
@@ -132,15 +133,7 @@ impl Parser {
                 raw.to_owned()
             }
         };
-        let timeout = match line.timeout {
-            None => None,
-            Some(t) if t.is_finite() && t > 0.0 && t < 1e9 => Some(Duration::from_secs_f64(t)),
-            Some(t) => {
-                return Err(format!(
-                    "\"timeout\" must be a positive number of seconds, not {t}"
-                ))
-            }
-        };
+        let timeout = line.timeout.as_ref().map(task_timeout).transpose()?;
         let work = match self {
             Parser::Php => {
                 if line.cmd.is_some() || line.argv.is_some() {
@@ -216,6 +209,33 @@ impl Parser {
     }
 }
 
+/// Longest time limit a task may set (about 31 years): anything longer
+/// is a mistake, and is refused rather than overflowing a deadline.
+const MAX_TIMEOUT_SECS: f64 = 1e9;
+
+/// A task's `timeout`: a number of seconds, or a string in the syntax of
+/// `--timeout` (`"500ms"`, `"2m"`); more than 0 either way.
+fn task_timeout(value: &serde_json::Value) -> Result<Duration, String> {
+    let expected = "a positive number of seconds or a duration like \"500ms\"";
+    let limit = match value {
+        serde_json::Value::Number(n) => n
+            .as_f64()
+            .filter(|t| t.is_finite() && *t > 0.0 && *t < MAX_TIMEOUT_SECS)
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| format!("\"timeout\" must be {expected}, not {n}"))?,
+        serde_json::Value::String(text) => {
+            let limit =
+                crate::duration::parse_duration(text).map_err(|e| format!("\"timeout\": {e}"))?;
+            if limit.is_zero() || limit.as_secs_f64() >= MAX_TIMEOUT_SECS {
+                return Err(format!("\"timeout\" must be {expected}, not {text:?}"));
+            }
+            limit
+        }
+        other => return Err(format!("\"timeout\" must be {expected}, not {other}")),
+    };
+    Ok(limit)
+}
+
 fn default_id(seq: u64) -> Box<RawValue> {
     RawValue::from_string(seq.to_string()).expect("a number is JSON")
 }
@@ -289,6 +309,33 @@ mod tests {
         ] {
             let err = shell(line).unwrap_err();
             assert!(err.contains(expected), "{line}: {err}");
+        }
+    }
+
+    /// Issue 8: `"timeout":"500ms"` was refused ("expected f64") although
+    /// `--timeout 500ms` works.
+    #[test]
+    fn a_timeout_is_seconds_or_a_duration_as_for_the_flags() {
+        for (given, expected) in [
+            ("1.5", Duration::from_millis(1500)),
+            ("2", Duration::from_secs(2)),
+            ("\"500ms\"", Duration::from_millis(500)),
+            ("\"2s\"", Duration::from_secs(2)),
+            ("\"1m\"", Duration::from_secs(60)),
+            ("\"1.5\"", Duration::from_millis(1500)),
+        ] {
+            let t = shell(&format!(r#"{{"cmd":"a","timeout":{given}}}"#)).unwrap();
+            assert_eq!(t.timeout, Some(expected), "{given}");
+            let job = Parser::Php
+                .parse(&format!(r#"{{"call":"f","timeout":{given}}}"#), 1)
+                .unwrap();
+            assert_eq!(job.timeout, Some(expected), "{given}");
+        }
+        for given in [
+            "0", "-1", "\"0s\"", "\"soon\"", "\"-1s\"", "\"\"", "true", "[1]",
+        ] {
+            let err = shell(&format!(r#"{{"cmd":"a","timeout":{given}}}"#)).unwrap_err();
+            assert!(err.contains("\"timeout\""), "{given}: {err}");
         }
     }
 

@@ -338,28 +338,8 @@ impl std::str::FromStr for Seconds {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Seconds, String> {
-        let t = s.trim();
-        let split = t
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(t.len());
-        let (number, unit) = t.split_at(split);
-        let n: f64 = number.parse().map_err(|_| {
-            format!("invalid duration {s:?}: expected seconds or a number with ms, s, m or h")
-        })?;
-        let secs = match unit.trim() {
-            "ms" => n / 1000.0,
-            "" | "s" => n,
-            "m" => n * 60.0,
-            "h" => n * 3600.0,
-            _ => {
-                return Err(format!(
-                    "invalid duration {s:?}: expected seconds or a number with ms, s, m or h"
-                ))
-            }
-        };
-        Duration::try_from_secs_f64(secs)
-            .map(Seconds)
-            .map_err(|_| format!("invalid duration {s:?}"))
+        // One grammar for every duration Hearth reads, task lines included.
+        hearth_run::parse_duration(s).map(Seconds)
     }
 }
 

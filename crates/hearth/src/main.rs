@@ -57,7 +57,16 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `hearth run` exits with 255 for a command line it refuses, as GNU
+        // parallel does: its 2 means "2 tasks failed".
+        Err(e) if e.use_stderr() && subcommand_given().as_deref() == Some("run") => {
+            let _ = e.print();
+            return ExitCode::from(hearth_run::ERROR_STATUS);
+        }
+        Err(e) => e.exit(),
+    };
     let default_level = match cli.command {
         Command::Run(_) => "warn",
         _ => "info",
@@ -65,13 +74,17 @@ fn main() -> ExitCode {
     init_logging(cli.log_level.as_deref().unwrap_or(default_level));
     let result = match cli.command {
         Command::Run(args) => {
-            return match run::run(*args) {
-                Ok(code) => ExitCode::from(code),
-                Err(e) => {
+            // A panic is an error like any other (255), not "101 failed",
+            // the status Rust gives it. The panic hook has said what it was.
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run::run(*args)));
+            return match ran {
+                Ok(Ok(code)) => ExitCode::from(code),
+                Ok(Err(e)) => {
                     crate::say!("hearth run: {e:#}");
-                    ExitCode::from(2)
+                    ExitCode::from(hearth_run::ERROR_STATUS)
                 }
-            }
+                Err(_) => ExitCode::from(hearth_run::ERROR_STATUS),
+            };
         }
         Command::Serve(args) => serve::run(*args),
         Command::Status(args) => ctl::status(args),
@@ -90,7 +103,38 @@ fn main() -> ExitCode {
     }
 }
 
+/// The subcommand named on the command line, found without clap (for when
+/// clap refused the command line): the first argument that is neither an
+/// option nor the value of a top-level option.
+fn subcommand_given() -> Option<String> {
+    use clap::CommandFactory as _;
+    let cli = Cli::command();
+    let takes_value = |long: &str| {
+        cli.get_arguments()
+            .any(|a| a.get_long() == Some(long) && a.get_action().takes_values())
+    };
+    let mut args = std::env::args_os().skip(1);
+    while let Some(arg) = args.next() {
+        let arg = arg.to_string_lossy();
+        if arg == "--" {
+            return None;
+        }
+        if let Some(long) = arg.strip_prefix("--") {
+            if !long.contains('=') && takes_value(long) {
+                args.next();
+            }
+            continue;
+        }
+        if !arg.starts_with('-') {
+            return Some(arg.into_owned());
+        }
+    }
+    None
+}
+
 fn init_logging(level: &str) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -104,5 +148,7 @@ fn init_logging(level: &str) {
         .log_internal_errors(false)
         .with_target(false)
         .compact()
+        .finish()
+        .with(tracing_subscriber::filter::filter_fn(run::shown))
         .init();
 }

@@ -1,6 +1,7 @@
 //! `hearth run`: the task runner's command line.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
@@ -10,14 +11,27 @@ use hearth_run::{Halt, Input, InputFormat, Resume, RunConfig};
 use crate::assets;
 use crate::config::{Seconds, Size};
 
+/// The end of `hearth run --help`: the input, the output, the exit status.
+const AFTER_HELP: &str = "\
+Input lines look like {\"id\": 1, \"cmd\": \"gzip -k a.log\"} or
+{\"id\": 2, \"argv\": [\"gzip\", \"-k\", \"b.log\"]} (optional: env, cwd, stdin,
+timeout); with --php-bootstrap, {\"id\": 3, \"call\": \"App\\\\Jobs\\\\resize\",
+\"args\": [\"a.jpg\", 200]}. Each finished task writes one JSON line to stdout.
+
+Exit status (as GNU parallel's):
+  0         every task succeeded (or there were none)
+  1-100     that many tasks failed (with --resume, skipped tasks the job
+            log lists as failed count too: the status is the batch's)
+  101       more than 100 tasks failed
+  255       any other error: a refused command line, unusable input, a FILE
+            or job log that cannot be read or written, PHP workers that
+            fail to boot (stderr says which)
+  128+N     stopped by signal N: 129 SIGHUP, 130 SIGINT, 143 SIGTERM
+
+See docs/task-runner.md.";
+
 #[derive(Debug, clap::Args)]
-#[command(
-    after_help = "Input lines look like {\"id\": 1, \"cmd\": \"gzip -k a.log\"} or \
-{\"id\": 2, \"argv\": [\"gzip\", \"-k\", \"b.log\"]} (optional: env, cwd, stdin, timeout); \
-with --php-bootstrap, {\"id\": 3, \"call\": \"App\\\\Jobs\\\\resize\", \"args\": [\"a.jpg\", 200]}. \
-Each finished task writes one JSON line to stdout. Exit status: 0 when every task succeeded, \
-else the number that failed (at most 101); 2 for unusable input. See docs/task-runner.md."
-)]
+#[command(after_help = AFTER_HELP)]
 pub struct RunArgs {
     /// Tasks, one JSON object per line ("-" or nothing: standard input)
     file: Option<PathBuf>,
@@ -35,12 +49,13 @@ pub struct RunArgs {
     #[arg(short = 'k', long)]
     keep_order: bool,
 
-    /// Stop a task after this long (SIGTERM to its process group, then SIGKILL)
-    #[arg(long, value_name = "SECS")]
+    /// Stop a task after this long (SIGTERM to its process group, then
+    /// SIGKILL): seconds, or a number with ms, s, m or h
+    #[arg(long, value_name = "DURATION")]
     timeout: Option<Seconds>,
 
     /// Time between SIGTERM and SIGKILL when a task is stopped
-    #[arg(long, value_name = "SECS", default_value = "2")]
+    #[arg(long, value_name = "DURATION", default_value = "2")]
     kill_after: Seconds,
 
     /// Run a failed task up to N more times
@@ -52,7 +67,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "WHEN")]
     halt: Option<Halt>,
 
-    /// Append a line per finished task to FILE (GNU parallel's joblog format)
+    /// Write a line per finished task to FILE (GNU parallel's joblog format);
+    /// without --resume, a FILE that already lists tasks is refused
     #[arg(long, value_name = "FILE")]
     joblog: Option<PathBuf>,
 
@@ -94,7 +110,7 @@ pub struct RunArgs {
     ini: Vec<(String, String)>,
 
     /// Time a job worker has to load the bootstrap
-    #[arg(long, value_name = "SECS", default_value = "60")]
+    #[arg(long, value_name = "DURATION", default_value = "60")]
     boot_timeout: Seconds,
 }
 
@@ -152,11 +168,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let summary = match runtime.block_on(hearth_run::run(config, input)) {
-        Ok(summary) => summary,
-        Err(message) => {
+    let prepared = {
+        let _held = StartingWorkers::begin();
+        runtime.block_on(hearth_run::prepare(config, input))
+    };
+    let summary = match prepared.map(|batch| runtime.block_on(batch.run())) {
+        Ok(Ok(summary)) => summary,
+        Ok(Err(message)) | Err(message) => {
             crate::say!("hearth run: {message}");
-            return Ok(2);
+            return Ok(hearth_run::ERROR_STATUS);
         }
     };
     // The runtime goes first: it owns the workers' pipes.
@@ -170,10 +190,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
             summary.finished,
             summary.finished as f64 / secs.max(1e-9),
             summary.failed,
-            if summary.skipped > 0 {
-                format!(", {} skipped (--resume)", summary.skipped)
-            } else {
-                String::new()
+            match (summary.skipped, summary.skipped_failed) {
+                (0, _) => String::new(),
+                (skipped, 0) => format!(", {skipped} skipped (--resume)"),
+                (skipped, failed) => format!(
+                    ", {skipped} skipped (--resume; {failed} of them failed before, which the exit status counts)"
+                ),
             },
             if summary.interrupted > 0 {
                 format!(", {} interrupted", summary.interrupted)
@@ -183,6 +205,40 @@ pub fn run(args: RunArgs) -> anyhow::Result<u8> {
         );
     }
     Ok(summary.exit_code())
+}
+
+/// Set while `hearth run` starts its PHP workers. The pool logs each
+/// worker that fails to boot, with its output; with many workers that is
+/// one copy of the same error and trace per worker, and `hearth run` then
+/// reports the failure itself. Those reports are held back meanwhile (see
+/// [`shown`]), so the error is printed once.
+static STARTING_WORKERS: AtomicBool = AtomicBool::new(false);
+
+/// Holds back the pool's boot failure reports while it lives.
+struct StartingWorkers;
+
+impl StartingWorkers {
+    fn begin() -> StartingWorkers {
+        STARTING_WORKERS.store(true, Ordering::Release);
+        StartingWorkers
+    }
+}
+
+impl Drop for StartingWorkers {
+    fn drop(&mut self) {
+        STARTING_WORKERS.store(false, Ordering::Release);
+    }
+}
+
+/// Whether a log event is shown: all are but, while `hearth run` starts its
+/// PHP workers, the errors of the pool and of the workers' output (a boot
+/// failure, which `hearth run` reports itself).
+pub(crate) fn shown(meta: &tracing::Metadata<'_>) -> bool {
+    let held = STARTING_WORKERS.load(Ordering::Acquire)
+        && meta.is_event()
+        && *meta.level() == tracing::Level::ERROR
+        && (meta.target().starts_with("hearth_pool") || meta.target() == "hearth::worker");
+    !held
 }
 
 /// The pool of job workers: each runs a small generated script that loads
@@ -221,6 +277,9 @@ fn job_pool(
     let mut pool = PoolConfig::new(args.php.clone(), &script, jobs);
     pool.ini.clone_from(&args.ini);
     pool.boot_timeout = args.boot_timeout.0.max(Duration::from_millis(100));
+    // A worker stopped for a job's time limit gets SIGKILL this long after
+    // SIGTERM, as a shell task does.
+    pool.kill_timeout = args.kill_after.0;
     // A job waits as long as it takes for a worker: -j bounds the jobs in
     // flight to the workers there are.
     pool.queue_timeout = Duration::from_secs(365 * 24 * 3600);
