@@ -390,3 +390,46 @@ fn regex_free_session_id(s: &str) -> String {
     out.push_str(rest);
     out
 }
+
+/// Issue 8 (3): request targets with bytes nginx takes as they are
+/// (`"{}|<>^` and backtick, `\`, bytes >= 0x80, a `#`) reach PHP as they
+/// do behind nginx; control characters get 400 from both.
+#[test]
+fn request_targets_match_nginx() {
+    let both = Both::start();
+    let targets: &[&[u8]] = &[
+        br#"/target?filter={"a":1}"#,
+        b"/target?a|b<c>d^e`f\\g",
+        b"/target?\xc3\xa9=\xe2\x82\xac&latin1=\xe9\xff",
+        b"/target?a=%zz&b=%&c=?&d[]=1&e[x]=2",
+        b"/target?a#frag?b",
+        b"/target#frag?b",
+        b"/p\"{x}|<>^`\\\xe9\xc3\xa9/q?x",
+        b"/%7B%22a%22%7D/{\"a\"}?q",
+        b"http://localhost/target?{\"abs\"}",
+    ];
+    for target in targets {
+        let raw = [
+            b"GET ",
+            *target,
+            b" HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        ]
+        .concat();
+        let (f, h) = both.raw(&raw);
+        let name = String::from_utf8_lossy(target);
+        assert_ne!(f.status, 400, "nginx refused {name}");
+        same(&name, &f, &h);
+    }
+    let refused: &[&[u8]] = &[
+        b"GET /target?a\x01b HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        b"GET /target?a\x7fb HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        b"GET * HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        b"GET target HTTP/1.1\r\nHost: localhost\r\n\r\n",
+    ];
+    for raw in refused {
+        let (f, h) = both.raw(raw);
+        let name = String::from_utf8_lossy(raw);
+        assert_eq!(f.status, 400, "nginx: {name}");
+        assert_eq!(h.status, 400, "hearth: {name}");
+    }
+}

@@ -23,6 +23,7 @@ mod protocol;
 mod response;
 mod server;
 mod static_files;
+mod target;
 mod tls;
 
 pub use access_log::{AccessLog, AccessLogFormat};

@@ -234,10 +234,14 @@ pub async fn serve(
                 let service = service_fn(move |mut req: Request<Incoming>| {
                     let (app, conn, shared) = (app.clone(), conn.clone(), shared.clone());
                     async move {
-                        let (in_flight, refused) = shared.begin();
-                        if let Some(status) = refused {
+                        let begun = shared.begin();
+                        let in_flight = begun.in_flight;
+                        if let Some(status) = begun.refused {
                             let response = closing(response::error_page(status));
                             return Ok::<_, Infallible>(response.map(|b| Tracked::new(b, in_flight)));
+                        }
+                        if let Some(target) = begun.target {
+                            req.extensions_mut().insert(target);
                         }
                         req.extensions_mut().insert(shared);
                         let response = handle(req, app, conn).await?;
@@ -282,8 +286,14 @@ pub async fn serve(
                             }
                         }
                     };
-                    if let Err(e) = ended {
-                        tracing::debug!(%remote, "connection ended: {e}");
+                    match ended {
+                        // hyper refused a request the guard let through:
+                        // its 400 (or 414, 431) has no reason to give.
+                        Err(e) if e.is_parse() || e.is_parse_too_large() => {
+                            tracing::warn!(%remote, "refused a request: {e}");
+                        }
+                        Err(e) => tracing::debug!(%remote, "connection ended: {e}"),
+                        Ok(()) => {}
                     }
                     drop(slot);
                 });
@@ -402,7 +412,7 @@ async fn respond(
             // The rest of the body is not read, so the connection cannot
             // carry another request: close it after the answer.
             Err(BodyError::Malformed(why)) => {
-                tracing::debug!("bad request body: {why}");
+                tracing::warn!(uri = %parts.uri, "refused a request (400 Bad Request): bad request body: {why}");
                 return Ok(closing(response::error_page(StatusCode::BAD_REQUEST)));
             }
             Err(BodyError::Io(why)) => {
