@@ -391,11 +391,12 @@ fn regex_free_session_id(s: &str) -> String {
     out
 }
 
-/// Issue 8 (3): request targets with bytes nginx takes as they are
+/// Issue 8 (3, 6): request targets with bytes nginx takes as they are
 /// (`"{}|<>^` and backtick, `\`, bytes >= 0x80, a `#`) reach PHP as they
-/// do behind nginx; control characters get 400 from both.
+/// do behind nginx; control characters and an HTTP/1.1 request without
+/// `Host` get 400 from both.
 #[test]
-fn request_targets_match_nginx() {
+fn request_targets_and_host_match_nginx() {
     let both = Both::start();
     let targets: &[&[u8]] = &[
         br#"/target?filter={"a":1}"#,
@@ -425,6 +426,7 @@ fn request_targets_match_nginx() {
         b"GET /target?a\x7fb HTTP/1.1\r\nHost: localhost\r\n\r\n",
         b"GET * HTTP/1.1\r\nHost: localhost\r\n\r\n",
         b"GET target HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        b"GET /target HTTP/1.1\r\nUser-Agent: t\r\n\r\n",
     ];
     for raw in refused {
         let (f, h) = both.raw(raw);
@@ -432,4 +434,7 @@ fn request_targets_match_nginx() {
         assert_eq!(f.status, 400, "nginx: {name}");
         assert_eq!(h.status, 400, "hearth: {name}");
     }
+    let (f, h) = both.raw(b"GET /target?http10 HTTP/1.0\r\n\r\n");
+    assert_eq!(f.status, 200, "{}", f.text());
+    same("HTTP/1.0 without Host", &f, &h);
 }

@@ -555,3 +555,28 @@ fn every_bad_request_is_logged_at_warn_with_its_reason_and_has_a_body() {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// Issue 8 (6): HTTP/1.1 requires Host; nginx answers 400 without one.
+/// HTTP/1.0 needs none.
+#[test]
+fn an_http11_request_without_host_gets_400_and_an_http10_one_is_served() {
+    let hits = Hits::new();
+    let server = start(&hits, &[]);
+    let mut conn = Connection::open(server.addr);
+    conn.send(
+        b"GET /no-host HTTP/1.1\r\nUser-Agent: t\r\n\r\nGET /behind HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    let r = conn.read_response(false);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("400 Bad Request"), "{:?}", r.text());
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_closed(&mut conn, "after a request without Host");
+    server.wait_for_log(
+        "WARN refused a request (400 Bad Request): HTTP/1.1 request without Host",
+        Duration::from_secs(5),
+    );
+    let r = support::request(server.addr, b"GET /http10 HTTP/1.0\r\n\r\n");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "hit /http10");
+    assert_eq!(hits.read(), "GET /http10\n");
+}

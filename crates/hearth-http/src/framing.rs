@@ -379,6 +379,10 @@ impl Framer {
                 if h.transfer_encoding && h.http10 {
                     return bad_head("Transfer-Encoding in an HTTP/1.0 request");
                 }
+                if !h.host && !h.http10 {
+                    // RFC 9112 3.2; nginx answers 400 too.
+                    return bad_head("HTTP/1.1 request without Host");
+                }
                 let len = h.checked + lf + 1;
                 let target = h.target;
                 self.state = if h.transfer_encoding {
@@ -634,6 +638,13 @@ GET /d HTTP/1.0\r\n\r\n";
                 "{:?}",
                 String::from_utf8_lossy(input)
             );
+            // Refused for what the case is about, not for a missing Host.
+            assert_ne!(
+                refusal.map(|r| r.why),
+                Some("HTTP/1.1 request without Host"),
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
             assert!(out.is_empty(), "nothing of a refused head is released");
         }
     }
@@ -691,6 +702,18 @@ GET /d HTTP/1.0\r\n\r\n";
         let (out, refusal) = check(b"\r\nGET /a HTTP/1.1\r\nHost: x\r\n\r\n");
         assert_eq!(refusal, None);
         assert_eq!(out[0].1.as_deref(), Some(&b"/a"[..]));
+    }
+
+    /// Issue 8 (6): HTTP/1.1 needs a Host; HTTP/1.0 does not.
+    #[test]
+    fn an_http11_head_without_host_is_refused() {
+        let (_, refusal) = check(b"GET / HTTP/1.1\r\nX-A: 1\r\n\r\n");
+        assert_eq!(
+            refusal.map(|r| (r.status.as_u16(), r.why)),
+            Some((400, "HTTP/1.1 request without Host"))
+        );
+        assert_eq!(status(b"GET / HTTP/1.0\r\n\r\n"), None);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nhOsT: \r\n\r\n"), None);
     }
 
     /// Issue 8 (3): the bytes nginx takes in a target pass the framer, and
