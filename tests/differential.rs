@@ -22,6 +22,11 @@ struct Reference {
 
 impl Reference {
     fn start(docroot: &PathBuf, script: &str) -> Reference {
+        Reference::start_with(docroot, script, &[])
+    }
+
+    /// With `env` set for bench/reference/nginx-fpm.sh (its knobs).
+    fn start_with(docroot: &PathBuf, script: &str, env: &[(&str, &str)]) -> Reference {
         let state = support::tempdir();
         let port = TcpListener::bind("127.0.0.1:0")
             .expect("free port")
@@ -35,6 +40,7 @@ impl Reference {
             .arg(script)
             .arg(port.to_string())
             .arg("2")
+            .envs(env.iter().copied())
             .output()
             .expect("run bench/reference/nginx-fpm.sh (needs nginx and php8.2-fpm)");
         assert!(
@@ -119,6 +125,16 @@ impl Both {
         let docroot = fixture("legacy");
         let fpm = Reference::start(&docroot, "index.php");
         let hearth = Server::start(&docroot.join("index.php"), &[]);
+        Both { fpm, hearth }
+    }
+
+    /// Both taking request bodies up to `size` (nginx's
+    /// client_max_body_size, Hearth's --max-body-size); PHP's settings are
+    /// Debian's on both sides (post_max_size = 8M).
+    fn start_taking_bodies_of(size: &str) -> Both {
+        let docroot = fixture("legacy");
+        let fpm = Reference::start_with(&docroot, "index.php", &[("CLIENT_MAX_BODY_SIZE", size)]);
+        let hearth = Server::start(&docroot.join("index.php"), &["--max-body-size", size]);
         Both { fpm, hearth }
     }
 
@@ -437,4 +453,50 @@ fn request_targets_and_host_match_nginx() {
     let (f, h) = both.raw(b"GET /target?http10 HTTP/1.0\r\n\r\n");
     assert_eq!(f.status, 200, "{}", f.text());
     same("HTTP/1.0 without Host", &f, &h);
+}
+
+/// Issue 8 (8): post_max_size stops PHP from parsing a form, not the app
+/// from reading the raw body: over it, php-fpm warns, leaves $_POST and
+/// $_FILES empty, and php://input still holds every byte, whatever the
+/// content type.
+#[test]
+fn bodies_over_post_max_size_match_php_fpm() {
+    let both = Both::start_taking_bodies_of("16M");
+    let big: Vec<u8> = (0..9_000_000u32).map(|i| (i % 251) as u8).collect();
+    let form = format!("a=1&b={}", "x".repeat(9_000_000));
+    let cases = [
+        Req::new("POST", "/input")
+            .header("Content-Type", "application/octet-stream")
+            .body(big.clone()),
+        Req::new("POST", "/input").body(big.clone()),
+        Req::new("PUT", "/input")
+            .header("Content-Type", "application/octet-stream")
+            .body(big.clone()),
+        Req::new("POST", "/input").form(&form),
+        Req::new("POST", "/input").multipart(&[
+            ("a", None, None, b"1"),
+            ("f", Some("f.bin"), Some("application/octet-stream"), &big),
+        ]),
+        // Within the limit, for contrast.
+        Req::new("POST", "/input").form("a=1&b=2"),
+        Req::new("POST", "/input").multipart(&[("a", None, None, b"1")]),
+    ];
+    for (i, req) in cases.iter().enumerate() {
+        let (f, h) = both.send(req);
+        assert_eq!(f.status, 200, "php-fpm, case {i}: {}", f.text());
+        same(&format!("body over post_max_size, case {i}"), &f, &h);
+    }
+    // The answers say what they should, not merely the same thing.
+    let (f, _) = both.send(&cases[0]);
+    assert!(
+        f.text().contains("9000000") && f.text().contains("exceeds the limit"),
+        "{}",
+        f.text()
+    );
+    let (f, _) = both.send(&cases[4]);
+    assert!(
+        f.text().contains("warning: 'POST Content-Length of"),
+        "{}",
+        f.text()
+    );
 }

@@ -241,14 +241,19 @@ final class Runtime
     private function body(Request $request, array $server): void
     {
         $isPost = $this->method === 'POST';
+        $contentType = (string) ($server['CONTENT_TYPE'] ?? '');
         $length = (int) ($server['CONTENT_LENGTH'] ?? 0);
-        if ($isPost && $this->postMaxSize > 0 && $length > $this->postMaxSize) {
+        // post_max_size keeps PHP from parsing a POST, not the app from
+        // reading it: php://input still holds the whole body.
+        $overLimit = $isPost && $this->parsePost && $this->postMaxSize > 0 && $length > $this->postMaxSize;
+        if ($overLimit) {
             trigger_error(sprintf(
-                'PHP Request Startup: POST Content-Length of %d bytes exceeds the limit of %d bytes',
+                // PHP's multipart parser says it without the prefix.
+                '%sPOST Content-Length of %d bytes exceeds the limit of %d bytes',
+                self::isMultipart($contentType) ? '' : 'PHP Request Startup: ',
                 $length,
                 $this->postMaxSize,
             ), E_USER_WARNING);
-            return;
         }
         if ($request->form !== null) {
             $entries = unserialize($request->form, self::UNSERIALIZE);
@@ -258,7 +263,7 @@ final class Runtime
             }
             return;
         }
-        if ($isPost && $this->parsePost && self::isUrlEncoded((string) ($server['CONTENT_TYPE'] ?? ''))) {
+        if (!$overLimit && $isPost && $this->parsePost && self::isUrlEncoded($contentType)) {
             parse_str($request->body, $_POST);
         }
         InputStream::install($request->body);
@@ -717,9 +722,18 @@ final class Runtime
 
     private static function isUrlEncoded(string $contentType): bool
     {
+        return self::mediaType($contentType) === 'application/x-www-form-urlencoded';
+    }
+
+    private static function isMultipart(string $contentType): bool
+    {
+        return self::mediaType($contentType) === 'multipart/form-data';
+    }
+
+    private static function mediaType(string $contentType): string
+    {
         $semicolon = strpos($contentType, ';');
-        $type = strtolower(trim($semicolon === false ? $contentType : substr($contentType, 0, $semicolon)));
-        return $type === 'application/x-www-form-urlencoded';
+        return strtolower(trim($semicolon === false ? $contentType : substr($contentType, 0, $semicolon)));
     }
 
     /** Bytes in an ini quantity such as "8M"; 0 means no limit. */
