@@ -160,6 +160,7 @@ final class Runtime
         $this->parsePost = (bool) ini_get('enable_post_data_reading');
         $this->postMaxSize = self::bytes((string) ini_get('post_max_size'));
         $this->sessionName = session_name() ?: 'PHPSESSID';
+        $tmpDir = ini_get('upload_tmp_dir') ?: sys_get_temp_dir();
 
         $this->channel->send(Frame::encode(Frame::READY, 0, Frame::fields([
             'protocol' => Frame::VERSION,
@@ -172,7 +173,8 @@ final class Runtime
             'max_file_uploads' => (string) ini_get('max_file_uploads'),
             'file_uploads' => (bool) ini_get('file_uploads'),
             'enable_post_data_reading' => $this->parsePost,
-            'upload_tmp_dir' => ini_get('upload_tmp_dir') ?: sys_get_temp_dir(),
+            'upload_tmp_dir' => $tmpDir,
+            'body_files' => InputStream::canRead($tmpDir),
         ])));
     }
 
@@ -213,7 +215,7 @@ final class Runtime
         $_COOKIE = isset($server['HTTP_COOKIE']) ? Globals::cookies($server['HTTP_COOKIE']) : [];
         $_POST = [];
         $_FILES = [];
-        if ($request->form !== null || $request->body !== '') {
+        if ($request->form !== null || $request->body !== '' || $request->bodyFile !== null) {
             $this->body($request, $server);
         }
         $_REQUEST = $_POST === [] && $this->requestOrder === 'GP'
@@ -263,10 +265,10 @@ final class Runtime
             }
             return;
         }
+        InputStream::install($request->body, $request->bodyFile);
         if (!$overLimit && $isPost && $this->parsePost && self::isUrlEncoded($contentType)) {
-            parse_str($request->body, $_POST);
+            parse_str(InputStream::contents(), $_POST);
         }
-        InputStream::install($request->body);
     }
 
     /**
