@@ -22,6 +22,11 @@ struct Reference {
 
 impl Reference {
     fn start(docroot: &PathBuf, script: &str) -> Reference {
+        Reference::start_with(docroot, script, &[])
+    }
+
+    /// With `env` set for bench/reference/nginx-fpm.sh (its knobs).
+    fn start_with(docroot: &PathBuf, script: &str, env: &[(&str, &str)]) -> Reference {
         let state = support::tempdir();
         let port = TcpListener::bind("127.0.0.1:0")
             .expect("free port")
@@ -35,6 +40,7 @@ impl Reference {
             .arg(script)
             .arg(port.to_string())
             .arg("2")
+            .envs(env.iter().copied())
             .output()
             .expect("run bench/reference/nginx-fpm.sh (needs nginx and php8.2-fpm)");
         assert!(
@@ -119,6 +125,16 @@ impl Both {
         let docroot = fixture("legacy");
         let fpm = Reference::start(&docroot, "index.php");
         let hearth = Server::start(&docroot.join("index.php"), &[]);
+        Both { fpm, hearth }
+    }
+
+    /// Both taking request bodies up to `size` (nginx's
+    /// client_max_body_size, Hearth's --max-body-size); PHP's settings are
+    /// Debian's on both sides (post_max_size = 8M).
+    fn start_taking_bodies_of(size: &str) -> Both {
+        let docroot = fixture("legacy");
+        let fpm = Reference::start_with(&docroot, "index.php", &[("CLIENT_MAX_BODY_SIZE", size)]);
+        let hearth = Server::start(&docroot.join("index.php"), &["--max-body-size", size]);
         Both { fpm, hearth }
     }
 
@@ -389,4 +405,98 @@ fn regex_free_session_id(s: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// Issue 8 (3, 6): request targets with bytes nginx takes as they are
+/// (`"{}|<>^` and backtick, `\`, bytes >= 0x80, a `#`) reach PHP as they
+/// do behind nginx; control characters and an HTTP/1.1 request without
+/// `Host` get 400 from both.
+#[test]
+fn request_targets_and_host_match_nginx() {
+    let both = Both::start();
+    let targets: &[&[u8]] = &[
+        br#"/target?filter={"a":1}"#,
+        b"/target?a|b<c>d^e`f\\g",
+        b"/target?\xc3\xa9=\xe2\x82\xac&latin1=\xe9\xff",
+        b"/target?a=%zz&b=%&c=?&d[]=1&e[x]=2",
+        b"/target?a#frag?b",
+        b"/target#frag?b",
+        b"/p\"{x}|<>^`\\\xe9\xc3\xa9/q?x",
+        b"/%7B%22a%22%7D/{\"a\"}?q",
+        b"http://localhost/target?{\"abs\"}",
+    ];
+    for target in targets {
+        let raw = [
+            b"GET ",
+            *target,
+            b" HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+        ]
+        .concat();
+        let (f, h) = both.raw(&raw);
+        let name = String::from_utf8_lossy(target);
+        assert_ne!(f.status, 400, "nginx refused {name}");
+        same(&name, &f, &h);
+    }
+    let refused: &[&[u8]] = &[
+        b"GET /target?a\x01b HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        b"GET /target?a\x7fb HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        b"GET * HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        b"GET target HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        b"GET /target HTTP/1.1\r\nUser-Agent: t\r\n\r\n",
+    ];
+    for raw in refused {
+        let (f, h) = both.raw(raw);
+        let name = String::from_utf8_lossy(raw);
+        assert_eq!(f.status, 400, "nginx: {name}");
+        assert_eq!(h.status, 400, "hearth: {name}");
+    }
+    let (f, h) = both.raw(b"GET /target?http10 HTTP/1.0\r\n\r\n");
+    assert_eq!(f.status, 200, "{}", f.text());
+    same("HTTP/1.0 without Host", &f, &h);
+}
+
+/// Issue 8 (8): post_max_size stops PHP from parsing a form, not the app
+/// from reading the raw body: over it, php-fpm warns, leaves $_POST and
+/// $_FILES empty, and php://input still holds every byte, whatever the
+/// content type.
+#[test]
+fn bodies_over_post_max_size_match_php_fpm() {
+    let both = Both::start_taking_bodies_of("16M");
+    let big: Vec<u8> = (0..9_000_000u32).map(|i| (i % 251) as u8).collect();
+    let form = format!("a=1&b={}", "x".repeat(9_000_000));
+    let cases = [
+        Req::new("POST", "/input")
+            .header("Content-Type", "application/octet-stream")
+            .body(big.clone()),
+        Req::new("POST", "/input").body(big.clone()),
+        Req::new("PUT", "/input")
+            .header("Content-Type", "application/octet-stream")
+            .body(big.clone()),
+        Req::new("POST", "/input").form(&form),
+        Req::new("POST", "/input").multipart(&[
+            ("a", None, None, b"1"),
+            ("f", Some("f.bin"), Some("application/octet-stream"), &big),
+        ]),
+        // Within the limit, for contrast.
+        Req::new("POST", "/input").form("a=1&b=2"),
+        Req::new("POST", "/input").multipart(&[("a", None, None, b"1")]),
+    ];
+    for (i, req) in cases.iter().enumerate() {
+        let (f, h) = both.send(req);
+        assert_eq!(f.status, 200, "php-fpm, case {i}: {}", f.text());
+        same(&format!("body over post_max_size, case {i}"), &f, &h);
+    }
+    // The answers say what they should, not merely the same thing.
+    let (f, _) = both.send(&cases[0]);
+    assert!(
+        f.text().contains("9000000") && f.text().contains("exceeds the limit"),
+        "{}",
+        f.text()
+    );
+    let (f, _) = both.send(&cases[4]);
+    assert!(
+        f.text().contains("warning: 'POST Content-Length of"),
+        "{}",
+        f.text()
+    );
 }

@@ -442,3 +442,141 @@ fn one_response_per_request_and_no_body_where_none_is_allowed() {
     // Nothing more on the connection: exactly one response per request.
     assert_closed(&mut conn, "after the last response");
 }
+
+/// Issue 8 (3): bytes nginx takes in a request target (`"`, `{`, `}`, `|`,
+/// `<`, `>`, `^`, `` ` ``, `\`, bytes >= 0x80) reach PHP byte for byte in
+/// REQUEST_URI and QUERY_STRING, instead of a silent 400.
+#[test]
+fn targets_nginx_accepts_reach_php_byte_for_byte() {
+    let hits = Hits::new();
+    let server = start(&hits, &[]);
+    // (target, QUERY_STRING PHP must see)
+    let queries: &[(&[u8], &[u8])] = &[
+        (br#"/target?filter={"a":1}"#, br#"filter={"a":1}"#),
+        (b"/target?a|b<c>d^e`f\\g", b"a|b<c>d^e`f\\g"),
+        (
+            b"/target?\xc3\xa9=\xe2\x82\xac&latin1=\xe9\xff",
+            b"\xc3\xa9=\xe2\x82\xac&latin1=\xe9\xff",
+        ),
+        (b"/target?a=%zz&b=%&c=?", b"a=%zz&b=%&c=?"),
+        (b"/target?a#frag?b", b"a"),
+        (b"/target#frag?b", b""),
+    ];
+    for (target, query) in queries {
+        let raw = [
+            b"GET ",
+            *target,
+            b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        ]
+        .concat();
+        let r = support::request(server.addr, &raw);
+        let shown = String::from_utf8_lossy(target);
+        assert_eq!(r.status, 200, "{shown}: {}", r.text());
+        assert_eq!(r.body, *target, "{shown}: REQUEST_URI");
+        assert_eq!(
+            r.header("x-query-hex"),
+            Some(hex(query).as_str()),
+            "{shown}: QUERY_STRING"
+        );
+    }
+    // In the path too.
+    for target in [
+        &b"/p\"{x}|<>^`\\\xe9\xc3\xa9/q?x"[..],
+        b"/%7B%22a%22%7D/{\"a\"}",
+        b"http://x/abs?{\"a\"}",
+    ] {
+        let raw = [
+            b"GET ",
+            target,
+            b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        ]
+        .concat();
+        let r = support::request(server.addr, &raw);
+        let shown = String::from_utf8_lossy(target);
+        assert_eq!(r.status, 200, "{shown}: {}", r.text());
+        let uri = target.strip_prefix(b"http://x").unwrap_or(target);
+        assert_eq!(r.body, [&b"hit "[..], uri].concat(), "{shown}");
+    }
+    // Control characters, DEL and NUL are still refused, and so are
+    // targets that are neither a path nor an absolute URL.
+    for target in [
+        &b"/target?a\x01b"[..],
+        b"/target?a\x7fb",
+        b"/target?a\0b",
+        b"/tar\x1bget",
+        b"*",
+        b"target",
+        b"http:/target",
+        b"http://a{b}/target",
+    ] {
+        let raw = [b"GET ", target, b" HTTP/1.1\r\nHost: x\r\n\r\n"].concat();
+        let r = support::request(server.addr, &raw);
+        assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(target));
+    }
+    let log = hits.read();
+    assert!(!log.contains('\u{1b}') && !log.contains("a\u{1}b"), "{log}");
+}
+
+/// Issue 8 (3): every 400 says why in the log, at warn, and the client
+/// gets a page saying it made a bad request.
+#[test]
+fn every_bad_request_is_logged_at_warn_with_its_reason_and_has_a_body() {
+    let hits = Hits::new();
+    let server = start(&hits, &[]);
+    let cases: &[(&[u8], &str)] = &[
+        (
+            b"GET /a\x01 HTTP/1.1\r\nHost: x\r\n\r\n",
+            "invalid request target",
+        ),
+        (
+            b"GET http:/x HTTP/1.1\r\nHost: x\r\n\r\n",
+            "invalid request target",
+        ),
+        (
+            b"GET / HTTP/1.1\r\nHost: x\r\nX: a\0b\r\n\r\n",
+            "control character in a header value",
+        ),
+        (
+            b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            "invalid chunk size",
+        ),
+    ];
+    for (raw, why) in cases {
+        let r = support::request(server.addr, raw);
+        assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(raw));
+        assert!(r.text().contains("400 Bad Request"), "{:?}", r.text());
+        server.wait_for_log(
+            &format!("WARN refused a request (400 Bad Request): {why}"),
+            Duration::from_secs(5),
+        );
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Issue 8 (6): HTTP/1.1 requires Host; nginx answers 400 without one.
+/// HTTP/1.0 needs none.
+#[test]
+fn an_http11_request_without_host_gets_400_and_an_http10_one_is_served() {
+    let hits = Hits::new();
+    let server = start(&hits, &[]);
+    let mut conn = Connection::open(server.addr);
+    conn.send(
+        b"GET /no-host HTTP/1.1\r\nUser-Agent: t\r\n\r\nGET /behind HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    let r = conn.read_response(false);
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("400 Bad Request"), "{:?}", r.text());
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_closed(&mut conn, "after a request without Host");
+    server.wait_for_log(
+        "WARN refused a request (400 Bad Request): HTTP/1.1 request without Host",
+        Duration::from_secs(5),
+    );
+    let r = support::request(server.addr, b"GET /http10 HTTP/1.0\r\n\r\n");
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.text(), "hit /http10");
+    assert_eq!(hits.read(), "GET /http10\n");
+}

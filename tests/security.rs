@@ -74,6 +74,38 @@ fn workers_run_as_the_user_given_and_still_get_uploads() {
     );
 }
 
+/// Issue 8 (9): a raw body spooled to a file is handed to the workers'
+/// user, who can read it; nobody else can.
+#[test]
+fn a_spooled_request_body_reaches_a_worker_running_as_another_user() {
+    if !is_root() {
+        return;
+    }
+    let tmp = support::tempdir();
+    let flag = format!("upload_tmp_dir={}", tmp.path().display());
+    // The workers' user must reach the directory, as PHP's own would.
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .expect("chmod");
+    let server = Server::start(
+        &fixture("bodies.php"),
+        &["--user", "www-data", "-d", &flag, "--workers", "1"],
+    );
+    let body: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
+    let r = Req::new("PUT", "/digest")
+        .body(body.clone())
+        .send(server.addr);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["length"], body.len());
+    assert_eq!(r.json()["md5"], format!("{:x}", md5::compute(&body)));
+    let r = Req::new("PUT", "/spooled")
+        .body(vec![b'x'; 100_000])
+        .send(server.addr);
+    assert_eq!(r.json()["files"], 1, "{}", r.text());
+}
+
 #[test]
 fn the_built_in_demo_runs_as_another_user() {
     if !is_root() {

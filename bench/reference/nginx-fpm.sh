@@ -10,8 +10,9 @@
 # request for a path that is not a file goes to it, as with
 # `try_files $uri /index.php$is_args$args`. php-fpm runs pm = static with
 # CHILDREN processes (default 2); FPM_MAX_REQUESTS in the environment sets
-# pm.max_requests (default 0, never recycle). Access logs are off on both
-# sides of any comparison, so neither pays for them.
+# pm.max_requests (default 0, never recycle), and CLIENT_MAX_BODY_SIZE
+# nginx's client_max_body_size (default nginx's own, 1m). Access logs are
+# off on both sides of any comparison, so neither pays for them.
 set -euo pipefail
 
 die() { echo "nginx-fpm.sh: $*" >&2; exit 1; }
@@ -73,6 +74,7 @@ http {
     include mime.types;
     default_type application/octet-stream;
     access_log off;
+    client_max_body_size ${CLIENT_MAX_BODY_SIZE:-1m};
     client_body_temp_path $state/tmp/body;
     fastcgi_temp_path $state/tmp/fastcgi;
     proxy_temp_path $state/tmp/proxy;

@@ -94,6 +94,20 @@ final class ChannelTest extends TestCase
         self::assertNull($channel->receive());
     }
 
+    public function testReceivesARequestWhoseBodyIsInAFile(): void
+    {
+        [$worker, $peer] = $this->socketPair();
+        self::write($peer, Frame::encode(Frame::REQUEST, 4, serialize(['REQUEST_METHOD' => 'PUT']))
+            . Frame::encode(Frame::BODY_FILE, 4, '/tmp/hearth-body-Xy12Ab')
+            . Frame::encode(Frame::END, 4, ''));
+        $request = Channel::fromStreams($worker)->receive();
+        self::assertNotNull($request);
+        self::assertSame(4, $request->id);
+        self::assertSame('', $request->body);
+        self::assertNull($request->form);
+        self::assertSame('/tmp/hearth-body-Xy12Ab', $request->bodyFile);
+    }
+
     public function testReceivesARequestWrittenOneByteAtATime(): void
     {
         [$worker, $peer] = $this->socketPair();
@@ -203,7 +217,7 @@ final class ChannelTest extends TestCase
         yield 'HEAD sent to a worker' => [Frame::encode(Frame::HEAD, 1, "\x00\xc8"), ProtocolError::UNEXPECTED];
         yield 'READY sent to a worker' => [Frame::encode(Frame::READY, 0, ''), ProtocolError::UNEXPECTED];
         yield 'ERROR sent to a worker' => [$request . Frame::encode(Frame::ERROR, 1, ''), ProtocolError::UNEXPECTED];
-        yield 'unknown kind 11' => [pack('CCnNN', Frame::VERSION, 11, 0, 1, 0), ProtocolError::UNKNOWN_KIND];
+        yield 'unknown kind 12' => [pack('CCnNN', Frame::VERSION, 12, 0, 1, 0), ProtocolError::UNKNOWN_KIND];
         yield 'unknown kind 0' => [pack('CCnNN', Frame::VERSION, 0, 0, 1, 0), ProtocolError::UNKNOWN_KIND];
     }
 

@@ -14,9 +14,15 @@ final class InputStreamTest extends TestCase
 {
     private const BODY = "Line One\nline two é\n\x00\xff binary\nlast";
 
+    /** @var list<string> */
+    private array $files = [];
+
     protected function tearDown(): void
     {
         InputStream::uninstall();
+        foreach ($this->files as $file) {
+            @unlink($file);
+        }
     }
 
     public function testReadsAsPhpsOwnInputDoes(): void
@@ -33,6 +39,69 @@ final class InputStreamTest extends TestCase
 
         InputStream::install(self::BODY);
         self::assertSame($php, inputProbe());
+
+        // The same from a body Hearth spooled to a file.
+        $file = $this->spooled(self::BODY);
+        InputStream::install('', $file);
+        self::assertSame($php, inputProbe());
+    }
+
+    public function testASpooledBodyIsReadInPiecesByEachStreamAtItsOwnPosition(): void
+    {
+        $body = '';
+        for ($i = 0; $i < 300000; $i++) {
+            $body .= chr(($i * 7) % 256);
+        }
+        InputStream::install('', $this->spooled($body));
+        $a = fopen('php://input', 'rb');
+        $b = fopen('php://input', 'rb');
+        self::assertSame(substr($body, 0, 10), fread($a, 10));
+        self::assertSame(substr($body, 0, 3), fread($b, 3));
+        self::assertSame(substr($body, 10, 5), fread($a, 5));
+        self::assertSame(0, fseek($a, -4, SEEK_END));
+        self::assertSame(substr($body, -4), fread($a, 100));
+        self::assertTrue(feof($a));
+        self::assertSame(substr($body, 3), stream_get_contents($b));
+        self::assertSame(strlen($body), fstat($a)['size']);
+        self::assertSame($body, InputStream::contents());
+        // After the whole file was read for a form, streams start afresh.
+        self::assertTrue(rewind($a));
+        self::assertSame(substr($body, 0, 8), fread($a, 8));
+        self::assertSame($body, file_get_contents('php://input'));
+    }
+
+    public function testASpooledBodyStaysReadableOnceItsFileIsRemoved(): void
+    {
+        $file = $this->spooled('spooled body');
+        InputStream::install('', $file);
+        // Hearth removes the file when the response is complete, which
+        // fastcgi_finish_request() makes happen before the request ends.
+        unlink($file);
+        self::assertSame('spooled body', file_get_contents('php://input'));
+    }
+
+    public function testAMissingBodyFileReadsAsAnEmptyBody(): void
+    {
+        $file = $this->spooled('gone');
+        unlink($file);
+        InputStream::install('', $file);
+        self::assertSame('', file_get_contents('php://input'));
+        self::assertNull(error_get_last(), 'no warning reaches the app');
+    }
+
+    public function testOnlyReadableDirectoriesTakeSpooledBodies(): void
+    {
+        self::assertTrue(InputStream::canRead(sys_get_temp_dir()));
+        self::assertFalse(InputStream::canRead(sys_get_temp_dir() . '/hearth-no-such-dir'));
+    }
+
+    /** A temporary file holding $body, removed after the test. */
+    private function spooled(string $body): string
+    {
+        $file = (string) tempnam(sys_get_temp_dir(), 'hearth-body-test-');
+        file_put_contents($file, $body);
+        $this->files[] = $file;
+        return $file;
     }
 
     public function testBodyCanBeReadTwice(): void

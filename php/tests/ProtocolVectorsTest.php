@@ -29,6 +29,7 @@ final class ProtocolVectorsTest extends TestCase
         'form' => 8,
         'call' => 9,
         'result' => 10,
+        'body_file' => 11,
     ];
 
     private const ERRORS = [

@@ -11,7 +11,8 @@ import struct
 from pathlib import Path
 
 VERSION = 1
-KINDS = {"ready": 1, "request": 2, "body": 3, "end": 4, "head": 5, "error": 6, "stop": 7, "form": 8, "call": 9, "result": 10}
+KINDS = {"ready": 1, "request": 2, "body": 3, "end": 4, "head": 5, "error": 6, "stop": 7, "form": 8, "call": 9, "result": 10,
+         "body_file": 11}
 CLOSE, STREAM, DETACHED = 0x0001, 0x0002, 0x0004
 
 
@@ -71,6 +72,8 @@ stream("GET without body", [("request", server, 1, 0), ("end", b"", 1, 0)])
 stream("POST with a body in two chunks", [("request", server, 2, 0), ("body", b"a=1&b=", 2, 0),
                                           ("body", b"%C3%A9", 2, 0), ("end", b"", 2, 0)])
 stream("multipart form", [("request", server, 3, 0), ("form", form, 3, 0), ("end", b"", 3, 0)])
+stream("POST with its body in a file", [("request", server, 11, 0), ("body_file", b"/tmp/hearth-body-Xy12Ab", 11, 0),
+                                        ("end", b"", 11, 0)])
 stream("buffered response", [("head", head, 7, 0), ("body", b"not found", 7, 0), ("end", b"", 7, 0)])
 stream("streamed response, worker exits after it",
        [("head", struct.pack(">H", 200), 8, STREAM), ("body", b"chunk 1\n", 8, 0), ("body", b"chunk 2\n", 8, 0),
@@ -90,7 +93,7 @@ errors = [
     {"name": "version 2", "hex": frame("end", version=2).hex(), "error": "version"},
     {"name": "version 0", "hex": frame("body", b"x", version=0).hex(), "error": "version"},
     {"name": "unknown kind 0", "hex": frame("end", kind_byte=0).hex(), "error": "unknown_kind"},
-    {"name": "unknown kind 11", "hex": frame("end", kind_byte=11).hex(), "error": "unknown_kind"},
+    {"name": "unknown kind 12", "hex": frame("end", kind_byte=12).hex(), "error": "unknown_kind"},
     {"name": "payload over the limit (header only)",
      "hex": struct.pack(">BBHII", VERSION, KINDS["body"], 0, 1, 1025).hex(), "error": "too_large"},
     {"name": "payload of 4 GiB - 1 (header only)",

@@ -2,14 +2,23 @@
 //! never holds a PHP process), bounded by the body limit, and for
 //! `multipart/form-data` POSTs parsed here with uploads spooled to
 //! temporary files, the way PHP's own upload handling shapes `$_FILES`.
+//!
+//! Other bodies are the raw php://input. Like nginx's
+//! `client_body_buffer_size`, a body stays in memory up to the buffer size
+//! and is spooled to a temporary file beyond it, which the worker reads
+//! lazily; the bytes of bodies held in memory across all connections are
+//! bounded too ([`Budget`]), and past that bound bodies go to files
+//! however small.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use hearth_proto::message::Ready;
 use hearth_proto::php::PhpArray;
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
+use hyper::body::{Body as HttpBody, Incoming};
 use tempfile::TempPath;
 use tokio::io::AsyncWriteExt;
 
@@ -28,13 +37,22 @@ pub(crate) enum BodyError {
     Malformed(String),
     /// The client went away or the disk failed; nothing to answer.
     Io(String),
+    /// The body could not be written to its temporary file: 500.
+    Spool(String),
 }
 
 /// A request body as the worker will get it.
 #[derive(Debug, Default)]
 pub(crate) struct Body {
-    /// The raw bytes (php://input); empty for parsed multipart forms.
+    /// The raw bytes (php://input) when they stayed in memory; empty for
+    /// parsed multipart forms and for bodies spooled to `file`.
     pub raw: Bytes,
+    /// The raw bytes' share of the memory budget, given back when this is
+    /// dropped (with the bytes).
+    pub _reserved: Option<Reservation>,
+    /// The file the raw body was spooled to, removed when this is dropped
+    /// (after the response).
+    pub file: Option<TempPath>,
     /// Serialized fields and uploads of a multipart form.
     pub form: Option<Bytes>,
     /// Bytes received (the whole body, as declared by the client): the
@@ -58,6 +76,9 @@ pub(crate) struct UploadSettings {
     /// The workers' user and group, when they run as another user than
     /// Hearth: uploaded files are handed to them.
     pub owner: Option<(u32, u32)>,
+    /// The workers can read request bodies spooled to files in `tmp_dir`
+    /// (their library knows `BODY_FILE` frames, and open_basedir lets them).
+    pub body_files: bool,
 }
 
 impl UploadSettings {
@@ -73,6 +94,7 @@ impl UploadSettings {
             parse_post: get("enable_post_data_reading").is_none_or(|v| v == "1"),
             tmp_dir: get("upload_tmp_dir").map_or_else(std::env::temp_dir, PathBuf::from),
             owner: None,
+            body_files: get("body_files").is_some_and(|v| v == "1"),
         }
     }
 }
@@ -121,7 +143,11 @@ pub(crate) fn multipart_boundary(
 }
 
 /// Reads a whole body into memory, refusing more than `limit` bytes.
-pub(crate) async fn collect(body: Incoming, limit: u64) -> Result<Body, BodyError> {
+async fn collect<B>(body: B, limit: u64) -> Result<Body, BodyError>
+where
+    B: HttpBody<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     match Limited::new(body, limit).collect().await {
         Ok(collected) => {
@@ -145,6 +171,229 @@ fn classify(e: Box<dyn std::error::Error + Send + Sync>) -> BodyError {
     match e.downcast_ref::<hyper::Error>() {
         Some(he) if he.is_parse() => BodyError::Malformed(he.to_string()),
         _ => BodyError::Io(e.to_string()),
+    }
+}
+
+/// Bytes of request bodies held in memory across all connections, at most.
+#[derive(Debug)]
+pub(crate) struct Budget {
+    left: AtomicUsize,
+}
+
+impl Budget {
+    pub fn new(bytes: usize) -> Arc<Budget> {
+        Arc::new(Budget {
+            left: AtomicUsize::new(bytes),
+        })
+    }
+
+    /// Takes `n` bytes of the budget, if that many are left.
+    fn take(self: &Arc<Self>, n: usize) -> Option<Reservation> {
+        self.left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |left| {
+                left.checked_sub(n)
+            })
+            .ok()
+            .map(|_| Reservation {
+                budget: self.clone(),
+                bytes: n,
+            })
+    }
+
+    /// Bytes not taken.
+    #[cfg(test)]
+    fn left(&self) -> usize {
+        self.left.load(Ordering::Acquire)
+    }
+}
+
+/// Bytes of the [`Budget`] held, given back when dropped.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    budget: Arc<Budget>,
+    bytes: usize,
+}
+
+impl Reservation {
+    /// Takes `n` more bytes of the budget; false (and nothing taken) when
+    /// that many are not left.
+    fn grow(&mut self, n: usize) -> bool {
+        match self.budget.take(n) {
+            Some(more) => {
+                self.bytes += more.bytes;
+                std::mem::forget(more);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.budget.left.fetch_add(self.bytes, Ordering::AcqRel);
+    }
+}
+
+/// Where raw bodies go.
+#[derive(Debug)]
+pub(crate) struct Spool<'a> {
+    /// Bodies up to this many bytes stay in memory, budget permitting.
+    pub buffer_size: usize,
+    pub budget: &'a Arc<Budget>,
+    /// Where spooled bodies are written (the workers' upload_tmp_dir).
+    pub dir: &'a Path,
+    /// The workers' user and group, when they run as another user than
+    /// Hearth: spooled bodies are handed to them.
+    pub owner: Option<(u32, u32)>,
+    /// Whether the workers can read a spooled body; when they cannot
+    /// (an old PHP library, open_basedir), bodies stay in memory.
+    pub files: bool,
+}
+
+/// Writes to a spooled body go out in pieces of this size: small chunks
+/// (a chunked body in tiny chunks) are gathered into one write, and no
+/// more than this is waiting for the disk per body.
+const WRITE_SIZE: usize = 64 << 10;
+
+/// Reads a raw body, refusing more than `limit` bytes: into memory up to
+/// the spool's buffer size, then into a temporary file.
+pub(crate) async fn raw<B>(body: B, limit: u64, spool: &Spool<'_>) -> Result<Body, BodyError>
+where
+    B: HttpBody<Data = Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    if !spool.files {
+        return collect(body, limit).await;
+    }
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let mut body = Limited::new(body, limit);
+    let mut len = 0usize;
+    let mut memory = BytesMut::new();
+    let mut reserved: Option<Reservation> = None;
+    // A body announced larger than the buffer goes to a file from the start.
+    let mut file = match body.size_hint().exact() {
+        Some(n) if n > spool.buffer_size as u64 => Some(SpoolFile::create(spool).await?),
+        _ => None,
+    };
+    while let Some(frame) = body.frame().await {
+        let Ok(chunk) = frame.map_err(classify)?.into_data() else {
+            // Trailers: PHP has no use for them.
+            continue;
+        };
+        len += chunk.len();
+        if file.is_none() {
+            let fits = memory.len() + chunk.len() <= spool.buffer_size
+                && match &mut reserved {
+                    Some(r) => r.grow(chunk.len()),
+                    None => {
+                        reserved = spool.budget.take(chunk.len());
+                        reserved.is_some()
+                    }
+                };
+            if fits {
+                memory.extend_from_slice(&chunk);
+                continue;
+            }
+            let mut spooled = SpoolFile::create(spool).await?;
+            spooled.write(memory.split().freeze()).await?;
+            memory = BytesMut::new();
+            reserved = None;
+            file = Some(spooled);
+        }
+        if let Some(file) = &mut file {
+            file.write(chunk).await?;
+        }
+    }
+    if let Some(file) = file {
+        return Ok(Body {
+            file: Some(file.finish().await?),
+            len,
+            ..Body::default()
+        });
+    }
+    Ok(Body {
+        raw: memory.freeze(),
+        _reserved: reserved,
+        len,
+        ..Body::default()
+    })
+}
+
+/// A body being written to a temporary file.
+struct SpoolFile {
+    path: TempPath,
+    file: tokio::fs::File,
+    /// Small chunks gathered for one write.
+    pending: BytesMut,
+}
+
+impl SpoolFile {
+    /// A `hearth-body-XXXXXX` file, mode 0600, owned by the workers' user.
+    async fn create(spool: &Spool<'_>) -> Result<SpoolFile, BodyError> {
+        let dir = spool.dir.to_path_buf();
+        let owner = spool.owner;
+        let created = tokio::task::spawn_blocking(move || {
+            let named = tempfile::Builder::new()
+                .prefix("hearth-body-")
+                .rand_bytes(6)
+                .tempfile_in(&dir)
+                .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
+            let (file, path) = named.into_parts();
+            if let Some((uid, gid)) = owner {
+                std::os::unix::fs::fchown(&file, Some(uid), Some(gid)).map_err(|e| {
+                    format!("cannot hand {} to the workers' user: {e}", path.display())
+                })?;
+            }
+            Ok::<_, String>((file, path))
+        })
+        .await
+        .map_err(|e| BodyError::Spool(e.to_string()))?
+        .map_err(BodyError::Spool)?;
+        let (file, path) = created;
+        let mut file = tokio::fs::File::from_std(file);
+        // A write hands tokio a copy of the bytes: no more than one piece.
+        file.set_max_buf_size(WRITE_SIZE);
+        Ok(SpoolFile {
+            path,
+            file,
+            pending: BytesMut::new(),
+        })
+    }
+
+    async fn write(&mut self, chunk: Bytes) -> Result<(), BodyError> {
+        if self.pending.len() + chunk.len() > WRITE_SIZE && !self.pending.is_empty() {
+            let pending = self.pending.split();
+            self.write_out(&pending).await?;
+        }
+        if chunk.len() >= WRITE_SIZE {
+            return self.write_out(&chunk).await;
+        }
+        if self.pending.capacity() == 0 {
+            self.pending.reserve(WRITE_SIZE);
+        }
+        self.pending.extend_from_slice(&chunk);
+        Ok(())
+    }
+
+    async fn write_out(&mut self, bytes: &[u8]) -> Result<(), BodyError> {
+        self.file
+            .write_all(bytes)
+            .await
+            .map_err(|e| BodyError::Spool(format!("cannot write {}: {e}", self.path.display())))
+    }
+
+    /// Writes what is left; the file is complete for the worker to read.
+    async fn finish(mut self) -> Result<TempPath, BodyError> {
+        let pending = std::mem::take(&mut self.pending);
+        if !pending.is_empty() {
+            self.write_out(&pending).await?;
+        }
+        self.file
+            .flush()
+            .await
+            .map_err(|e| BodyError::Spool(format!("cannot write {}: {e}", self.path.display())))?;
+        Ok(self.path)
     }
 }
 
@@ -256,10 +505,10 @@ pub(crate) async fn multipart(
     let mut form = BytesMut::new();
     entries.finish(&mut form);
     Ok(Body {
-        raw: Bytes::new(),
         form: Some(form.freeze()),
         len: received.load(std::sync::atomic::Ordering::Relaxed),
         uploads,
+        ..Body::default()
     })
 }
 
@@ -371,6 +620,129 @@ mod tests {
         assert_eq!(ini_bytes("0o17"), 15);
         assert_eq!(ini_bytes("0b11"), 3);
         assert_eq!(ini_bytes("010"), 8);
+    }
+
+    /// A body arriving in `pieces`, of unknown length (as a chunked one).
+    fn chunked(
+        pieces: &[&[u8]],
+    ) -> impl HttpBody<Data = Bytes, Error = std::convert::Infallible> + Unpin {
+        let frames: Vec<Result<hyper::body::Frame<Bytes>, std::convert::Infallible>> = pieces
+            .iter()
+            .map(|p| Ok(hyper::body::Frame::data(Bytes::copy_from_slice(p))))
+            .collect();
+        http_body_util::StreamBody::new(futures_util::stream::iter(frames))
+    }
+
+    fn spool<'a>(dir: &'a Path, budget: &'a Arc<Budget>, buffer_size: usize) -> Spool<'a> {
+        Spool {
+            buffer_size,
+            budget,
+            dir,
+            owner: None,
+            files: true,
+        }
+    }
+
+    fn spooled(body: &Body) -> Vec<u8> {
+        std::fs::read(body.file.as_ref().expect("a spooled body")).expect("read")
+    }
+
+    #[tokio::test]
+    async fn bodies_up_to_the_buffer_stay_in_memory_and_larger_ones_go_to_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = Budget::new(1 << 20);
+        let spool = spool(dir.path(), &budget, 8);
+        let body = raw(chunked(&[b"1234", b"5678"]), 100, &spool)
+            .await
+            .unwrap();
+        assert_eq!((&body.raw[..], body.len), (&b"12345678"[..], 8));
+        assert!(body.file.is_none());
+        assert_eq!(budget.left(), (1 << 20) - 8, "held while the body is");
+        drop(body);
+        assert_eq!(budget.left(), 1 << 20, "given back with it");
+
+        let body = raw(chunked(&[b"1234", b"5678", b"9"]), 100, &spool)
+            .await
+            .unwrap();
+        assert!(body.raw.is_empty());
+        assert_eq!((spooled(&body), body.len), (b"123456789".to_vec(), 9));
+        assert_eq!(budget.left(), 1 << 20, "nothing held for a spooled body");
+        let path = body.file.as_ref().unwrap().to_path_buf();
+        assert!(path
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("hearth-body-"));
+        drop(body);
+        assert!(!path.exists(), "removed with the body");
+
+        // Announced larger than the buffer: straight to a file.
+        let body = raw(
+            http_body_util::Full::new(Bytes::from_static(b"0123456789")),
+            100,
+            &spool,
+        )
+        .await
+        .unwrap();
+        assert_eq!(spooled(&body), b"0123456789");
+    }
+
+    #[tokio::test]
+    async fn past_the_memory_budget_even_small_bodies_go_to_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = Budget::new(10);
+        let spool = spool(dir.path(), &budget, 8);
+        let first = raw(chunked(&[b"12345678"]), 100, &spool).await.unwrap();
+        assert!(first.file.is_none());
+        let second = raw(chunked(&[b"abc"]), 100, &spool).await.unwrap();
+        assert_eq!(spooled(&second), b"abc", "2 bytes of budget left, 3 needed");
+        let third = raw(chunked(&[b"x", b"y"]), 100, &spool).await.unwrap();
+        assert_eq!(&third.raw[..], b"xy");
+        assert_eq!(budget.left(), 0);
+        drop((first, third));
+        assert_eq!(budget.left(), 10);
+    }
+
+    #[tokio::test]
+    async fn tiny_chunks_are_written_together_and_every_byte_arrives() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = Budget::new(1 << 20);
+        let spool = spool(dir.path(), &budget, 0);
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        let mut pieces: Vec<&[u8]> = data.chunks(1).take(1000).collect();
+        pieces.extend(data[1000..].chunks(70_000));
+        let body = raw(chunked(&pieces), 1 << 20, &spool).await.unwrap();
+        assert_eq!(spooled(&body), data);
+        assert_eq!(body.len, data.len());
+    }
+
+    #[tokio::test]
+    async fn more_than_the_limit_is_refused_and_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = Budget::new(1 << 20);
+        let spool = spool(dir.path(), &budget, 4);
+        let refused = raw(chunked(&[b"12345", b"67890", b"x"]), 10, &spool).await;
+        assert!(matches!(refused, Err(BodyError::TooLarge)), "{refused:?}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        assert_eq!(budget.left(), 1 << 20);
+    }
+
+    #[tokio::test]
+    async fn a_directory_that_cannot_take_files_is_an_error_to_answer() {
+        let budget = Budget::new(1 << 20);
+        let missing = Path::new("/nonexistent/hearth-test");
+        let spool = spool(missing, &budget, 4);
+        let failed = raw(chunked(&[b"12345"]), 10, &spool).await;
+        assert!(matches!(failed, Err(BodyError::Spool(_))), "{failed:?}");
+    }
+
+    #[tokio::test]
+    async fn without_files_bodies_stay_in_memory() {
+        let budget = Budget::new(0);
+        let mut spool = spool(Path::new("/nonexistent/hearth-test"), &budget, 0);
+        spool.files = false;
+        let body = raw(chunked(&[b"12345"]), 10, &spool).await.unwrap();
+        assert_eq!(&body.raw[..], b"12345");
     }
 
     #[test]

@@ -10,6 +10,8 @@ use hearth_proto::php::PhpArrayWriter;
 use http::request::Parts;
 use http::Version;
 
+use crate::target::{self, RawTarget};
+
 /// Where the worker script sits, as a web server would describe it.
 #[derive(Debug, Clone)]
 pub struct Script {
@@ -147,9 +149,18 @@ pub(crate) fn write_server_vars(
     body_len: Option<usize>,
     now: SystemTime,
 ) {
-    let uri = &parts.uri;
-    let query = uri.query().unwrap_or("");
-    let request_uri = uri.path_and_query().map_or("/", |pq| pq.as_str());
+    // The target as sent when hyper got a re-encoded one, as nginx passes
+    // it; otherwise hyper's, which is the same bytes.
+    let (request_uri, query) = match parts.extensions.get::<RawTarget>() {
+        Some(RawTarget(raw)) => (&raw[..], target::query(raw)),
+        None => (
+            parts
+                .uri
+                .path_and_query()
+                .map_or(&b"/"[..], |pq| pq.as_str().as_bytes()),
+            parts.uri.query().unwrap_or("").as_bytes(),
+        ),
+    };
     let content_type = parts
         .headers
         .get(http::header::CONTENT_TYPE)
@@ -181,12 +192,12 @@ pub(crate) fn write_server_vars(
     let mut vars = PhpArrayWriter::new(dst, count);
     vars.str(b"PATH_INFO", b"")
         .str(b"SCRIPT_FILENAME", script.filename.as_bytes())
-        .str(b"QUERY_STRING", query.as_bytes())
+        .str(b"QUERY_STRING", query)
         .str(b"REQUEST_METHOD", parts.method.as_str().as_bytes())
         .str(b"CONTENT_TYPE", content_type)
         .str(b"CONTENT_LENGTH", content_length)
         .str(b"SCRIPT_NAME", script.name.as_bytes())
-        .str(b"REQUEST_URI", request_uri.as_bytes())
+        .str(b"REQUEST_URI", request_uri)
         .str(b"DOCUMENT_URI", script.name.as_bytes())
         .str(b"DOCUMENT_ROOT", script.document_root.as_bytes())
         .str(b"SERVER_PROTOCOL", protocol(parts.version))

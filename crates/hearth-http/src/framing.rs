@@ -17,6 +17,8 @@
 
 use http::StatusCode;
 
+use crate::target;
+
 /// Limits on a request head.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Limits {
@@ -35,10 +37,18 @@ const MAX_CHUNK_LINE: usize = 4096;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Step {
     /// The first `len` bytes may go to hyper; the caller drops them before
-    /// the next call. `head` when they end with a complete request head.
-    Release { len: usize, head: bool },
+    /// the next call. `head` when they end with a complete request head:
+    /// where its request target lies in them.
+    Release { len: usize, head: Option<Span> },
     /// Nothing can be released until more bytes arrive.
     Incomplete,
+}
+
+/// A range of the released bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub start: usize,
+    pub end: usize,
 }
 
 /// A request refused; the connection goes no further.
@@ -86,6 +96,8 @@ struct Head {
     /// Bytes of the current line already searched for its LF.
     searched: usize,
     request_line: bool,
+    /// Where the request target is.
+    target: Option<Span>,
     http10: bool,
     header_bytes: usize,
     headers: usize,
@@ -223,7 +235,7 @@ impl Framer {
         if buf.is_empty() {
             return Ok(Step::Incomplete);
         }
-        let release = |len| Ok(Step::Release { len, head: false });
+        let release = |len| Ok(Step::Release { len, head: None });
         match &mut self.state {
             State::Closed => Ok(Step::Incomplete),
             State::Head(_) => self.head(buf),
@@ -353,7 +365,12 @@ impl Framer {
                 if line.len() > limits.request_line {
                     return refuse(StatusCode::URI_TOO_LONG, "request line too long", true);
                 }
-                h.http10 = request_line(line)?;
+                let (http10, target) = request_line(line)?;
+                h.http10 = http10;
+                h.target = Some(Span {
+                    start: h.checked + target.start,
+                    end: h.checked + target.end,
+                });
                 h.request_line = true;
             } else if line.is_empty() {
                 if h.transfer_encoding && h.content_length.is_some() {
@@ -362,7 +379,12 @@ impl Framer {
                 if h.transfer_encoding && h.http10 {
                     return bad_head("Transfer-Encoding in an HTTP/1.0 request");
                 }
+                if !h.host && !h.http10 {
+                    // RFC 9112 3.2; nginx answers 400 too.
+                    return bad_head("HTTP/1.1 request without Host");
+                }
                 let len = h.checked + lf + 1;
+                let target = h.target;
                 self.state = if h.transfer_encoding {
                     State::ChunkSize
                 } else {
@@ -371,7 +393,7 @@ impl Framer {
                         _ => State::Head(Head::default()),
                     }
                 };
-                return Ok(Step::Release { len, head: true });
+                return Ok(Step::Release { len, head: target });
             } else {
                 h.header_bytes += lf + 1;
                 h.headers += 1;
@@ -420,8 +442,8 @@ impl Framer {
 }
 
 /// `method SP request-target SP HTTP-version`; returns whether it is
-/// HTTP/1.0.
-fn request_line(line: &[u8]) -> Result<bool, Refusal> {
+/// HTTP/1.0, and where the target is in the line.
+fn request_line(line: &[u8]) -> Result<(bool, Span), Refusal> {
     let mut parts = line.split(|&b| b == b' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
@@ -431,23 +453,37 @@ fn request_line(line: &[u8]) -> Result<bool, Refusal> {
     if method.is_empty() || !method.iter().all(|&b| is_tchar(b)) {
         return bad_head("invalid method");
     }
-    if target.is_empty() || target.iter().any(|&b| b <= b' ' || b == 0x7f) {
+    // Any byte but controls, spaces and DEL, as nginx.
+    if target.iter().any(|&b| b <= b' ' || b == 0x7f) {
         return bad_head("invalid request target");
     }
-    match version {
-        b"HTTP/1.1" => Ok(false),
-        b"HTTP/1.0" => Ok(true),
+    let http10 = match version {
+        b"HTTP/1.1" => false,
+        b"HTTP/1.0" => true,
         [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]
             if major.is_ascii_digit() && minor.is_ascii_digit() && *major != b'1' =>
         {
-            refuse(
+            return refuse(
                 StatusCode::HTTP_VERSION_NOT_SUPPORTED,
                 "unsupported HTTP version",
                 true,
-            )
+            );
         }
-        _ => bad_head("invalid HTTP version"),
+        _ => return bad_head("invalid HTTP version"),
+    };
+    // A path or an absolute URL (after the version, so that an HTTP/2
+    // preface, `PRI * HTTP/2.0`, is told it has the wrong version).
+    if !target::has_valid_form(target) {
+        return bad_head("invalid request target");
     }
+    let at = method.len() + 1;
+    Ok((
+        http10,
+        Span {
+            start: at,
+            end: at + target.len(),
+        },
+    ))
 }
 
 /// `1*DIGIT`, nothing else: no sign, no list, no overflow.
@@ -478,12 +514,15 @@ mod tests {
         headers: 4,
     };
 
+    /// Released pieces; a head comes with its request target.
+    type Pieces = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
     /// Feeds `input` in pieces cut at `cuts`, releasing as the caller
-    /// would; returns the released pieces (heads marked) and the refusal.
-    fn run(input: &[u8], cuts: &[usize]) -> (Vec<(Vec<u8>, bool)>, Option<Refusal>) {
+    /// would; returns the released pieces and the refusal.
+    fn run(input: &[u8], cuts: &[usize]) -> (Pieces, Option<Refusal>) {
         let mut framer = Framer::new(LIMITS);
         let mut held: Vec<u8> = Vec::new();
-        let mut out: Vec<(Vec<u8>, bool)> = Vec::new();
+        let mut out: Pieces = Vec::new();
         let mut at = 0;
         let mut bounds: Vec<usize> = cuts.to_vec();
         bounds.push(input.len());
@@ -495,10 +534,13 @@ mod tests {
                     Ok(Step::Release { len, head }) => {
                         assert!(len > 0, "empty release");
                         let piece: Vec<u8> = held.drain(..len).collect();
+                        let target = head.map(|t| piece[t.start..t.end].to_vec());
                         // Merge body pieces so that cut points do not show.
                         match out.last_mut() {
-                            Some((last, false)) if !head => last.extend_from_slice(&piece),
-                            _ => out.push((piece, head)),
+                            Some((last, None)) if target.is_none() => {
+                                last.extend_from_slice(&piece)
+                            }
+                            _ => out.push((piece, target)),
                         }
                     }
                     Ok(Step::Incomplete) => break,
@@ -510,7 +552,7 @@ mod tests {
     }
 
     /// The same outcome whole and cut at every byte offset.
-    fn check(input: &[u8]) -> (Vec<(Vec<u8>, bool)>, Option<Refusal>) {
+    fn check(input: &[u8]) -> (Pieces, Option<Refusal>) {
         let whole = run(input, &[]);
         for cut in 1..input.len() {
             assert_eq!(run(input, &[cut]), whole, "cut at {cut}");
@@ -532,23 +574,15 @@ POST /c HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nxyz\
 GET /d HTTP/1.0\r\n\r\n";
         let (out, refusal) = check(input);
         assert_eq!(refusal, None);
-        let heads: Vec<&[u8]> = out
-            .iter()
-            .filter(|(_, h)| *h)
-            .map(|(p, _)| &p[..6])
-            .collect();
-        assert_eq!(
-            heads,
-            [&b"POST /"[..], b"GET /b", b"POST /", b"GET /d"],
-            "{out:?}"
-        );
+        let targets: Vec<&[u8]> = out.iter().filter_map(|(_, t)| t.as_deref()).collect();
+        assert_eq!(targets, [&b"/a"[..], b"/b", b"/c", b"/d"], "{out:?}");
         assert_eq!(out.concat_bytes(), input.to_vec());
     }
 
     trait Concat {
         fn concat_bytes(&self) -> Vec<u8>;
     }
-    impl Concat for Vec<(Vec<u8>, bool)> {
+    impl Concat for Pieces {
         fn concat_bytes(&self) -> Vec<u8> {
             self.iter().flat_map(|(p, _)| p.clone()).collect()
         }
@@ -586,6 +620,12 @@ GET /d HTTP/1.0\r\n\r\n";
             (b"G(T / HTTP/1.1\r\n\r\n", 400),
             (b"GET / HTTP/2.0\r\n\r\n", 505),
             (b"GET / HTTP/1.2x\r\n\r\n", 400),
+            (b"GET /a\x01 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+            (b"GET /a\x7f HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+            (b"GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+            (b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+            (b"GET x HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+            (b"GET x:80 HTTP/1.1\r\nHost: x\r\n\r\n", 400),
             (b"GET /aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa HTTP/1.1\r\n\r\n", 414),
             (b"GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\n\r\n", 431),
             (b"GET / HTTP/1.1\r\nA: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n", 431),
@@ -595,6 +635,13 @@ GET /d HTTP/1.0\r\n\r\n";
             assert_eq!(
                 refusal.map(|r| r.status.as_u16()),
                 Some(*expected),
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+            // Refused for what the case is about, not for a missing Host.
+            assert_ne!(
+                refusal.map(|r| r.why),
+                Some("HTTP/1.1 request without Host"),
                 "{:?}",
                 String::from_utf8_lossy(input)
             );
@@ -617,7 +664,7 @@ GET /d HTTP/1.0\r\n\r\n";
 
     #[test]
     fn bad_chunked_bodies_are_refused_after_the_head() {
-        let head = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        let head = b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
         let bodies: &[&[u8]] = &[
             b"ffffffffffffffffff\r\n",
             b"zz\r\n",
@@ -634,7 +681,7 @@ GET /d HTTP/1.0\r\n\r\n";
             let refusal = refusal.unwrap_or_else(|| panic!("{:?} accepted", body));
             assert_eq!(refusal.status, StatusCode::BAD_REQUEST);
             assert!(!refusal.in_head);
-            assert_eq!(out[0], (head.clone(), true));
+            assert_eq!(out[0], (head.clone(), Some(b"/".to_vec())));
         }
         // A size that just fits is fine as far as framing goes.
         let input = [&head[..], b"fffffffffffffff\r\n"].concat();
@@ -652,6 +699,31 @@ GET /d HTTP/1.0\r\n\r\n";
 
     #[test]
     fn leading_empty_lines_are_allowed() {
-        assert_eq!(status(b"\r\nGET / HTTP/1.1\r\n\r\n"), None);
+        let (out, refusal) = check(b"\r\nGET /a HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(refusal, None);
+        assert_eq!(out[0].1.as_deref(), Some(&b"/a"[..]));
+    }
+
+    /// Issue 8 (6): HTTP/1.1 needs a Host; HTTP/1.0 does not.
+    #[test]
+    fn an_http11_head_without_host_is_refused() {
+        let (_, refusal) = check(b"GET / HTTP/1.1\r\nX-A: 1\r\n\r\n");
+        assert_eq!(
+            refusal.map(|r| (r.status.as_u16(), r.why)),
+            Some((400, "HTTP/1.1 request without Host"))
+        );
+        assert_eq!(status(b"GET / HTTP/1.0\r\n\r\n"), None);
+        assert_eq!(status(b"GET / HTTP/1.1\r\nhOsT: \r\n\r\n"), None);
+    }
+
+    /// Issue 8 (3): the bytes nginx takes in a target pass the framer, and
+    /// the head says where the target is.
+    #[test]
+    fn targets_with_any_visible_byte_pass() {
+        let target = b"/p\"{}|<>^`\\\x80\xff?q=\"{}|<>^`\\\xe9#f".to_vec();
+        let input = [&b"GET "[..], &target, b" HTTP/1.1\r\nHost: x\r\n\r\n"].concat();
+        let (out, refusal) = check(&input);
+        assert_eq!(refusal, None);
+        assert_eq!(out[0].1, Some(target));
     }
 }

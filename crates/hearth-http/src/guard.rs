@@ -9,12 +9,17 @@
 //! ([`Shared::begin`]) and `Connection: close`; nothing after it is ever
 //! read into hyper. When a body is refused or stalls, reading fails, and
 //! the request handler answers with the status from [`Shared::body_refusal`].
+//! A head whose request target holds bytes hyper would refuse but nginx
+//! takes is handed over with its target re-encoded (see
+//! [`target`](crate::target)), and the target as sent goes to the service
+//! beside it ([`Begun::target`]).
 //!
 //! Doing this below hyper rather than on the parsed request is what makes
 //! it hold: by the time hyper hands over a `Request`, it has already
 //! dropped the evidence (a `Content-Length` next to `Transfer-Encoding`,
 //! the line endings) and chosen a framing.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -30,6 +35,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 use crate::framing::{Framer, Limits, Phase, Refusal, Step};
+use crate::target::{self, RawTarget};
 
 /// What hyper parses in place of a refused head.
 const STAND_IN: &[u8] = b"GET / HTTP/1.1\r\n\r\n";
@@ -62,6 +68,22 @@ pub(crate) struct Shared {
     refused: Mutex<Option<(u64, StatusCode)>>,
     /// Why the current body could not be read.
     body: Mutex<Option<StatusCode>>,
+    /// Targets as sent, of heads handed over re-encoded, by head index and
+    /// in order. Only heads in hyper's read buffer are here, so its size
+    /// bounds them.
+    targets: Mutex<VecDeque<(u64, RawTarget)>>,
+}
+
+/// What the service learns about a request when it begins.
+#[derive(Debug)]
+pub(crate) struct Begun {
+    /// Marks the request in flight until its response body is dropped.
+    pub in_flight: InFlight,
+    /// The refusal this request stands in for.
+    pub refused: Option<StatusCode>,
+    /// The request target as the client sent it, when hyper was given a
+    /// re-encoded one.
+    pub target: Option<RawTarget>,
 }
 
 /// Marks a request in flight until its response body is dropped.
@@ -79,15 +101,28 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Shared {
-    /// Called by the service for each request, in order: the in-flight
-    /// marker, and the refusal when this request is a stand-in.
-    pub fn begin(self: &Arc<Self>) -> (InFlight, Option<StatusCode>) {
+    /// Called by the service for each request, in order.
+    pub fn begin(self: &Arc<Self>) -> Begun {
         let index = self.calls.fetch_add(1, Ordering::AcqRel);
-        let refusal = match *lock(&self.refused) {
+        let refused = match *lock(&self.refused) {
             Some((at, status)) if at == index => Some(status),
             _ => None,
         };
-        (InFlight(self.clone()), refusal)
+        let target = {
+            let mut targets = lock(&self.targets);
+            while targets.front().is_some_and(|(at, _)| *at < index) {
+                targets.pop_front();
+            }
+            match targets.front() {
+                Some((at, _)) if *at == index => targets.pop_front().map(|(_, t)| t),
+                _ => None,
+            }
+        };
+        Begun {
+            in_flight: InFlight(self.clone()),
+            refused,
+            target,
+        }
     }
 
     /// Why reading the request body failed, if the guard refused it (400)
@@ -170,7 +205,8 @@ pub(crate) struct GuardedIo<T> {
     released: usize,
     /// Most bytes held back at once.
     cap: usize,
-    /// A stand-in head to hand over.
+    /// A head to hand over in place of the one read: a stand-in for a
+    /// refused head, or a head with its target re-encoded.
     stand_in: Option<Bytes>,
     /// An error to report on the next read (a refused or stalled body).
     error: Option<io::ErrorKind>,
@@ -227,7 +263,13 @@ impl<T> GuardedIo<T> {
     }
 
     fn refuse(&mut self, refusal: Refusal) {
-        tracing::info!(remote = %self.remote, "refused a request ({}): {}", refusal.status, refusal.why);
+        if refusal.status == StatusCode::REQUEST_TIMEOUT {
+            // Slow or vanished clients are common and say nothing about
+            // the request.
+            tracing::info!(remote = %self.remote, "refused a request ({}): {}", refusal.status, refusal.why);
+        } else {
+            tracing::warn!(remote = %self.remote, "refused a request ({}): {}", refusal.status, refusal.why);
+        }
         if refusal.in_head {
             let index = self.shared.heads.fetch_add(1, Ordering::AcqRel);
             *lock(&self.shared.refused) = Some((index, refusal.status));
@@ -353,10 +395,31 @@ impl<T: AsyncRead + Unpin> AsyncRead for GuardedIo<T> {
             }
             match this.framer.step(&this.buf) {
                 Ok(Step::Release { len, head }) => {
-                    if head {
+                    if let Some(span) = head {
+                        match target::for_hyper(&this.buf[span.start..span.end]) {
+                            Ok(None) => {}
+                            Ok(Some((handed, raw))) => {
+                                let index = this.shared.heads.load(Ordering::Acquire);
+                                lock(&this.shared.targets).push_back((index, raw));
+                                let mut head = BytesMut::with_capacity(len + handed.len());
+                                head.extend_from_slice(&this.buf[..span.start]);
+                                head.extend_from_slice(&handed);
+                                head.extend_from_slice(&this.buf[span.end..len]);
+                                this.buf.advance(len);
+                                this.stand_in = Some(head.freeze());
+                            }
+                            Err((status, why)) => {
+                                this.refuse(Refusal {
+                                    status,
+                                    why,
+                                    in_head: true,
+                                });
+                                continue;
+                            }
+                        }
                         this.shared.heads.fetch_add(1, Ordering::AcqRel);
                     }
-                    this.released = len;
+                    this.released = if this.stand_in.is_some() { 0 } else { len };
                     // A body's clock starts with its head, and the next
                     // head's (already begun, pipelined) with the release.
                     this.since = Instant::now();

@@ -1,7 +1,8 @@
 //! The HTTP front of Hearth: HTTP/1.1, and over TLS (or as h2c) HTTP/2.
 //!
 //! Each request is read whole (bounded by the body limit; multipart forms
-//! parsed and their uploads spooled to disk), turned into the `$_SERVER`
+//! parsed and their uploads spooled to disk, other bodies past a small
+//! buffer spooled to a file the worker reads), turned into the `$_SERVER`
 //! that nginx and php-fpm would give it, handed to one warm worker from the
 //! pool, and the worker's response is sent back: whole when the app
 //! produced it at once, streamed when the app flushed along the way.
@@ -26,6 +27,7 @@ mod protocol;
 mod response;
 mod server;
 mod static_files;
+mod target;
 mod tls;
 
 pub use access_log::{AccessLog, AccessLogFormat};

@@ -2,6 +2,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -50,6 +51,14 @@ pub struct ServeConfig {
     /// Largest request body accepted; larger ones get 413 before any worker
     /// is involved.
     pub max_body_size: u64,
+    /// Raw request bodies up to this size are kept in memory and sent to
+    /// the worker in frames; larger ones are spooled to a temporary file
+    /// that the worker reads (nginx's `client_body_buffer_size`).
+    pub body_buffer_size: usize,
+    /// Bytes of raw request bodies held in memory across all connections,
+    /// at most; beyond it bodies are spooled to files however small. With
+    /// `body_buffer_size`, what bounds the memory request bodies take.
+    pub body_memory: usize,
     /// Longest request line (without its CRLF); a longer one gets 414.
     pub max_request_line: usize,
     /// Largest header section (all header lines, CRLFs included); a larger
@@ -105,6 +114,8 @@ impl ServeConfig {
             compression: true,
             server_software: concat!("hearth/", env!("CARGO_PKG_VERSION")).into(),
             max_body_size: 8 << 20,
+            body_buffer_size: 64 << 10,
+            body_memory: 64 << 20,
             max_request_line: 8 << 10,
             max_header_size: 32 << 10,
             max_headers: 100,
@@ -129,6 +140,10 @@ struct App {
     pool: Pool,
     config: ServeConfig,
     info: ServerInfo,
+    /// What raw request bodies may hold in memory, all together.
+    body_budget: Arc<body::Budget>,
+    /// Said once: workers cannot read spooled bodies.
+    warned_no_body_files: std::sync::atomic::AtomicBool,
 }
 
 /// Serves HTTP (see [`ServeConfig::tls`] and [`ServeConfig::h2c`]) on `listener` until `shutdown` completes, then stops
@@ -147,6 +162,8 @@ pub async fn serve(
             server_software: config.server_software.clone(),
             trusted_proxies: config.trusted_proxies.clone(),
         },
+        body_budget: body::Budget::new(config.body_memory),
+        warned_no_body_files: std::sync::atomic::AtomicBool::new(false),
         pool,
         config,
     });
@@ -234,10 +251,14 @@ pub async fn serve(
                 let service = service_fn(move |mut req: Request<Incoming>| {
                     let (app, conn, shared) = (app.clone(), conn.clone(), shared.clone());
                     async move {
-                        let (in_flight, refused) = shared.begin();
-                        if let Some(status) = refused {
+                        let begun = shared.begin();
+                        let in_flight = begun.in_flight;
+                        if let Some(status) = begun.refused {
                             let response = closing(response::error_page(status));
                             return Ok::<_, Infallible>(response.map(|b| Tracked::new(b, in_flight)));
+                        }
+                        if let Some(target) = begun.target {
+                            req.extensions_mut().insert(target);
                         }
                         req.extensions_mut().insert(shared);
                         let response = handle(req, app, conn).await?;
@@ -282,8 +303,14 @@ pub async fn serve(
                             }
                         }
                     };
-                    if let Err(e) = ended {
-                        tracing::debug!(%remote, "connection ended: {e}");
+                    match ended {
+                        // hyper refused a request the guard let through:
+                        // its 400 (or 414, 431) has no reason to give.
+                        Err(e) if e.is_parse() || e.is_parse_too_large() => {
+                            tracing::warn!(%remote, "refused a request: {e}");
+                        }
+                        Err(e) => tracing::debug!(%remote, "connection ended: {e}"),
+                        Ok(()) => {}
                     }
                     drop(slot);
                 });
@@ -392,7 +419,27 @@ async fn respond(
             Some(boundary) if settings.parse_post && !exceeds_post_max(&parts, &settings) => {
                 body::multipart(incoming, boundary, config.max_body_size, &settings).await
             }
-            _ => body::collect(incoming, config.max_body_size).await,
+            _ => {
+                if !settings.body_files
+                    && !app
+                        .warned_no_body_files
+                        .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    tracing::warn!(
+                        "the workers cannot read request bodies spooled to {} (a PHP library \
+                         older than this hearth, or open_basedir): bodies stay in memory",
+                        settings.tmp_dir.display()
+                    );
+                }
+                let spool = body::Spool {
+                    buffer_size: config.body_buffer_size,
+                    budget: &app.body_budget,
+                    dir: &settings.tmp_dir,
+                    owner: settings.owner,
+                    files: settings.body_files,
+                };
+                body::raw(incoming, config.max_body_size, &spool).await
+            }
         };
         match read {
             Ok(body) => body,
@@ -402,7 +449,7 @@ async fn respond(
             // The rest of the body is not read, so the connection cannot
             // carry another request: close it after the answer.
             Err(BodyError::Malformed(why)) => {
-                tracing::debug!("bad request body: {why}");
+                tracing::warn!(uri = %parts.uri, "refused a request (400 Bad Request): bad request body: {why}");
                 return Ok(closing(response::error_page(StatusCode::BAD_REQUEST)));
             }
             Err(BodyError::Io(why)) => {
@@ -416,10 +463,17 @@ async fn respond(
                 tracing::debug!("request body not received: {why}");
                 return Ok(closing(response::error_page(status)));
             }
+            Err(BodyError::Spool(why)) => {
+                tracing::error!(uri = %parts.uri, "cannot spool a request body: {why}");
+                return Ok(closing(response::error_page(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                )));
+            }
         }
     };
 
-    let has_body = request_body.len > 0 || request_body.form.is_some();
+    let has_body =
+        request_body.len > 0 || request_body.form.is_some() || request_body.file.is_some();
     let body_len = has_body.then_some(request_body.len);
     let chunk = config.body_chunk.max(1);
     let encode = |buf: &mut BytesMut, id: u32| {
@@ -429,6 +483,9 @@ async fn respond(
         for piece in request_body.raw.chunks(chunk) {
             encode_frame(buf, Kind::Body, 0, id, piece);
         }
+        if let Some(file) = &request_body.file {
+            encode_frame(buf, Kind::BodyFile, 0, id, file.as_os_str().as_bytes());
+        }
         if let Some(form) = &request_body.form {
             for piece in form.chunks(chunk) {
                 encode_frame(buf, Kind::Form, 0, id, piece);
@@ -437,8 +494,15 @@ async fn respond(
         encode_frame(buf, Kind::End, 0, id, &[]);
     };
     // $_SERVER is about 1.5 KB; the length only decides whether the request
-    // is small enough to be queued behind another.
-    let len = 2048 + request_body.raw.len() + request_body.form.as_ref().map_or(0, |f| f.len());
+    // is small enough to be queued behind another (a spooled body is
+    // already on disk).
+    let len = 2048
+        + request_body.raw.len()
+        + request_body.form.as_ref().map_or(0, |f| f.len())
+        + request_body
+            .file
+            .as_ref()
+            .map_or(0, |f| f.as_os_str().len());
     let mut lease = match app.pool.dispatch(len, encode).await {
         Ok(lease) => lease,
         Err(e) => return Ok(failure(&e, config)),
@@ -451,7 +515,8 @@ async fn respond(
         parts.method.as_str(),
         parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),
     );
-    let keep: response::Keep = Box::new(request_body.uploads);
+    // Files the worker reads stay until the request has ended in it.
+    let keep: response::Keep = Box::new((request_body.uploads, request_body.file));
     let mut response = match response::read(lease, &parts.method, keep).await {
         Ok(response) if config.compression => {
             compress::php_response(response, &parts.method, &parts.headers).await

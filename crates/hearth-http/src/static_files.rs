@@ -168,7 +168,10 @@ pub(crate) async fn respond(
             tracing::debug!(uri = %parts.uri, "refused: dotfile or dot segment");
             return Some(response::error_page(StatusCode::FORBIDDEN));
         }
-        Lookup::BadRequest => return Some(response::error_page(StatusCode::BAD_REQUEST)),
+        Lookup::BadRequest => {
+            tracing::warn!(uri = %parts.uri, "refused a request (400 Bad Request): NUL in the path");
+            return Some(response::error_page(StatusCode::BAD_REQUEST));
+        }
     };
     let real = match resolve(root, &relative).await {
         Ok(Some(real)) => real,

@@ -212,7 +212,7 @@ mod tests {
 
     fn arb_frame() -> impl Strategy<Value = Frame> {
         (
-            1u8..=8,
+            1u8..=11,
             any::<u16>(),
             any::<u32>(),
             proptest::collection::vec(any::<u8>(), 0..600),

@@ -44,6 +44,11 @@ pub enum Kind {
     /// 1 and `error`) and `output` (what the job printed). `CLOSE` when the
     /// worker exits after it.
     Result = 10,
+    /// Hearth to worker, instead of `Body` frames: the request body is in
+    /// the file whose absolute path is the payload. The worker reads it as
+    /// php://input and leaves it alone; Hearth removes it once the request
+    /// has ended. Sent only to workers whose `Ready` has `body_files=1`.
+    BodyFile = 11,
 }
 
 impl Kind {
@@ -60,6 +65,7 @@ impl Kind {
             8 => Kind::Form,
             9 => Kind::Call,
             10 => Kind::Result,
+            11 => Kind::BodyFile,
             _ => return None,
         })
     }

@@ -37,6 +37,7 @@ fn kind(name: &str) -> Kind {
         "form" => Kind::Form,
         "call" => Kind::Call,
         "result" => Kind::Result,
+        "body_file" => Kind::BodyFile,
         other => panic!("unknown kind {other} in vectors"),
     }
 }

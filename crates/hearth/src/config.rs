@@ -62,6 +62,10 @@ pub struct ServeSection {
     pub php: Option<PathBuf>,
     /// Largest request body accepted (default 8M, Debian's post_max_size).
     pub max_body_size: Option<Size>,
+    /// Raw request bodies up to this size stay in memory; larger ones are
+    /// spooled to a temporary file the worker reads (default 64K; 0: every
+    /// body goes to a file).
+    pub body_buffer_size: Option<Size>,
     /// Longest request line; longer ones get 414 (default 8K).
     pub max_request_line: Option<Size>,
     /// Largest header section; larger ones get 431 (default 32K).
@@ -381,7 +385,7 @@ mod tests {
     fn full_file() {
         let c = parse(
             "[serve]\nscript = \"app/worker.php\"\nlisten = \"0.0.0.0:9000\"\nworkers = 3\n\
-             max_body_size = \"16M\"\nqueue_timeout = \"500ms\"\nboot_timeout = 10\n\
+             max_body_size = \"16M\"\nbody_buffer_size = \"16K\"\nqueue_timeout = \"500ms\"\nboot_timeout = 10\n\
              [serve.ini]\nmemory_limit = \"256M\"\n[serve.env]\nAPP_ENV = \"prod\"\n",
         )
         .unwrap();
@@ -389,6 +393,7 @@ mod tests {
         assert_eq!(s.script.unwrap(), PathBuf::from("/etc/app/app/worker.php"));
         assert_eq!(s.workers, Some(3));
         assert_eq!(s.max_body_size, Some(Size(16 << 20)));
+        assert_eq!(s.body_buffer_size, Some(Size(16 << 10)));
         assert_eq!(s.queue_timeout, Some(Seconds(Duration::from_millis(500))));
         assert_eq!(s.boot_timeout, Some(Seconds(Duration::from_secs(10))));
         assert_eq!(s.ini.get("memory_limit").map(String::as_str), Some("256M"));

@@ -55,6 +55,10 @@ pub struct ServeArgs {
     /// Largest request body; larger ones get 413 [default: 8M]
     #[arg(long, value_name = "SIZE")]
     max_body_size: Option<Size>,
+    /// Raw request bodies up to SIZE stay in memory; larger ones are spooled to a
+    /// temporary file the worker reads; 0: every body goes to a file [default: 64K]
+    #[arg(long, value_name = "SIZE")]
+    body_buffer_size: Option<Size>,
     /// Longest request line; longer ones get 414 [default: 8K]
     #[arg(long, value_name = "SIZE")]
     max_request_line: Option<Size>,
@@ -309,6 +313,9 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
             bail!("--max-body-size must be more than 0");
         }
         http.max_body_size = size.0;
+    }
+    if let Some(size) = args.body_buffer_size.or(file.body_buffer_size) {
+        http.body_buffer_size = usize::try_from(size.0).unwrap_or(usize::MAX);
     }
     let positive = |value: Option<u64>, flag: &str| match value {
         Some(0) => bail!("--{flag} must be more than 0"),

@@ -83,8 +83,8 @@ final class Channel
 
     /**
      * Blocks until the next request has arrived whole: its REQUEST frame,
-     * any BODY or FORM frames, and the END frame that closes them; or a
-     * job's CALL frame, which comes alone.
+     * any BODY, BODY_FILE or FORM frames, and the END frame that closes
+     * them; or a job's CALL frame, which comes alone.
      *
      * Returns null when Hearth asks the worker to stop or has gone away.
      *
@@ -96,6 +96,7 @@ final class Channel
         $server = '';
         $body = '';
         $form = null;
+        $bodyFile = null;
         $buffer = $this->buffer;
         $at = 0;
         while (true) {
@@ -128,12 +129,15 @@ final class Channel
                     case Frame::FORM:
                         $form = ($form ?? '') . $payload;
                         break;
+                    case Frame::BODY_FILE:
+                        $bodyFile = $payload;
+                        break;
                     case Frame::END:
                         if ($id === -1) {
                             throw ProtocolError::unexpected(Frame::END, 'without a request');
                         }
                         $this->buffer = $at === $available ? '' : substr($buffer, $at);
-                        return new Request($id, $server, $body, $form);
+                        return new Request($id, $server, $body, $form, false, $bodyFile);
                     case Frame::CALL:
                         if ($id !== -1) {
                             throw ProtocolError::unexpected(Frame::CALL, 'before the previous request ended');

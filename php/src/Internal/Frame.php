@@ -25,6 +25,8 @@ final class Frame
     public const FORM = 8;
     public const CALL = 9;
     public const RESULT = 10;
+    /** To a worker, instead of BODY frames: the path of a file holding the body. */
+    public const BODY_FILE = 11;
 
     /** On END from a worker: this worker exits after the request. */
     public const FLAG_CLOSE = 0x0001;
@@ -44,6 +46,7 @@ final class Frame
         self::FORM => 'form',
         self::CALL => 'call',
         self::RESULT => 'result',
+        self::BODY_FILE => 'body_file',
     ];
 
     public static function encode(int $kind, int $requestId, string $payload, int $flags = 0): string

@@ -11,7 +11,11 @@ namespace Hearth\Internal;
  * never goes through again, and userland cannot feed the built-in wrapper.
  * So for requests that have a body this class takes over the "php" scheme:
  * php://input reads the body (re-readable, seekable within the body, as
- * in PHP 8; fstat() gives its size); php://filter over a php:// resource
+ * in PHP 8; fstat() gives its size). A small body came in memory; a large
+ * one is in a file Hearth spooled it to, which is opened once when the
+ * request begins (so it stays readable after Hearth removes it, once the
+ * response has gone) and read lazily, piece by piece, by every
+ * php://input stream at its own position. php://filter over a php:// resource
  * applies its filters here, so that ".../resource=php://input" reads the
  * body too; every other php:// URL (temp, memory, output, stderr...) is
  * opened with the built-in wrapper and proxied. Requests without a body
@@ -23,6 +27,11 @@ namespace Hearth\Internal;
 final class InputStream
 {
     private static string $body = '';
+    /** @var resource|null the file holding the body, when it is not in $body */
+    private static $file = null;
+    /** Where reading $file left its position, to seek only when another stream read in between. */
+    private static int $filePosition = 0;
+    private static int $size = 0;
     private static bool $installed = false;
 
     /** @var resource|null */
@@ -32,9 +41,27 @@ final class InputStream
     private $inner = null;
     private int $position = 0;
 
-    public static function install(string $body): void
+    /**
+     * Makes php://input read $body, or the file at $file when given.
+     */
+    public static function install(string $body, ?string $file = null): void
     {
         self::$body = $body;
+        self::$size = strlen($body);
+        if ($file !== null) {
+            $handle = @fopen($file, 'rb');
+            if ($handle === false) {
+                // Removed before this request began: its client went away
+                // while it waited behind another request.
+                $error = error_get_last()['message'] ?? 'unknown error';
+                error_clear_last();
+                Runtime::log("cannot open the request body file {$file}, php://input is empty: {$error}");
+            } else {
+                self::$file = $handle;
+                self::$filePosition = 0;
+                self::$size = (int) (fstat($handle)['size'] ?? 0);
+            }
+        }
         if (!self::$installed) {
             stream_wrapper_unregister('php');
             stream_wrapper_register('php', self::class);
@@ -42,13 +69,40 @@ final class InputStream
         }
     }
 
+    /** The whole body, for parsing a form (which PHP too reads whole). */
+    public static function contents(): string
+    {
+        if (self::$file === null) {
+            return self::$body;
+        }
+        rewind(self::$file);
+        $contents = (string) stream_get_contents(self::$file);
+        self::$filePosition = strlen($contents);
+        return $contents;
+    }
+
     public static function uninstall(): void
     {
         self::$body = '';
+        self::$size = 0;
+        if (self::$file !== null) {
+            fclose(self::$file);
+            self::$file = null;
+        }
         if (self::$installed) {
             stream_wrapper_restore('php');
             self::$installed = false;
         }
+    }
+
+    /**
+     * Whether bodies Hearth spools to files in $dir can be read here
+     * (open_basedir may forbid the directory). Reported at the handshake:
+     * Hearth sends bodies in memory to workers that cannot.
+     */
+    public static function canRead(string $dir): bool
+    {
+        return @is_dir($dir) && @is_readable($dir);
     }
 
     public static function isInstalled(): bool
@@ -92,7 +146,17 @@ final class InputStream
         if ($this->inner !== null) {
             return fread($this->inner, $count);
         }
-        $chunk = (string) substr(self::$body, $this->position, $count);
+        if (self::$file === null) {
+            $chunk = (string) substr(self::$body, $this->position, $count);
+        } elseif ($this->position >= self::$size || $count <= 0) {
+            $chunk = '';
+        } else {
+            if (self::$filePosition !== $this->position) {
+                fseek(self::$file, $this->position);
+            }
+            $chunk = (string) fread(self::$file, min($count, self::$size - $this->position));
+            self::$filePosition = $this->position + strlen($chunk);
+        }
         $this->position += strlen($chunk);
         return $chunk;
     }
@@ -110,7 +174,7 @@ final class InputStream
         if ($this->inner !== null) {
             return feof($this->inner);
         }
-        return $this->position >= strlen(self::$body);
+        return $this->position >= self::$size;
     }
 
     public function stream_tell(): int
@@ -126,7 +190,7 @@ final class InputStream
         if ($this->inner !== null) {
             return fseek($this->inner, $offset, $whence) === 0;
         }
-        $length = strlen(self::$body);
+        $length = self::$size;
         $target = match ($whence) {
             SEEK_SET => $offset,
             SEEK_CUR => $this->position + $offset,
@@ -162,7 +226,7 @@ final class InputStream
         if ($this->inner !== null) {
             return fstat($this->inner);
         }
-        return ['size' => strlen(self::$body), 'mode' => 0100444];
+        return ['size' => self::$size, 'mode' => 0100444];
     }
 
     public function stream_set_option(int $option, int $arg1, ?int $arg2): bool

@@ -13,9 +13,10 @@ final class Request
 {
     /**
      * @param string      $server serialized $_SERVER of the request
-     * @param string      $body   the raw body (empty for multipart forms)
-     * @param string|null $form   serialized fields and uploads of a multipart form
-     * @param bool        $call   a job (a CALL frame, $server holds its fields), not an HTTP request
+     * @param string      $body     the raw body, when it came in BODY frames (empty for multipart forms)
+     * @param string|null $form     serialized fields and uploads of a multipart form
+     * @param bool        $call     a job (a CALL frame, $server holds its fields), not an HTTP request
+     * @param string|null $bodyFile the file holding the raw body, when Hearth spooled it to disk
      */
     public function __construct(
         public readonly int $id,
@@ -23,6 +24,7 @@ final class Request
         public readonly string $body,
         public readonly ?string $form,
         public readonly bool $call = false,
+        public readonly ?string $bodyFile = null,
     ) {
     }
 }

@@ -160,6 +160,7 @@ final class Runtime
         $this->parsePost = (bool) ini_get('enable_post_data_reading');
         $this->postMaxSize = self::bytes((string) ini_get('post_max_size'));
         $this->sessionName = session_name() ?: 'PHPSESSID';
+        $tmpDir = ini_get('upload_tmp_dir') ?: sys_get_temp_dir();
 
         $this->channel->send(Frame::encode(Frame::READY, 0, Frame::fields([
             'protocol' => Frame::VERSION,
@@ -172,7 +173,8 @@ final class Runtime
             'max_file_uploads' => (string) ini_get('max_file_uploads'),
             'file_uploads' => (bool) ini_get('file_uploads'),
             'enable_post_data_reading' => $this->parsePost,
-            'upload_tmp_dir' => ini_get('upload_tmp_dir') ?: sys_get_temp_dir(),
+            'upload_tmp_dir' => $tmpDir,
+            'body_files' => InputStream::canRead($tmpDir),
         ])));
     }
 
@@ -213,7 +215,7 @@ final class Runtime
         $_COOKIE = isset($server['HTTP_COOKIE']) ? Globals::cookies($server['HTTP_COOKIE']) : [];
         $_POST = [];
         $_FILES = [];
-        if ($request->form !== null || $request->body !== '') {
+        if ($request->form !== null || $request->body !== '' || $request->bodyFile !== null) {
             $this->body($request, $server);
         }
         $_REQUEST = $_POST === [] && $this->requestOrder === 'GP'
@@ -241,14 +243,19 @@ final class Runtime
     private function body(Request $request, array $server): void
     {
         $isPost = $this->method === 'POST';
+        $contentType = (string) ($server['CONTENT_TYPE'] ?? '');
         $length = (int) ($server['CONTENT_LENGTH'] ?? 0);
-        if ($isPost && $this->postMaxSize > 0 && $length > $this->postMaxSize) {
+        // post_max_size keeps PHP from parsing a POST, not the app from
+        // reading it: php://input still holds the whole body.
+        $overLimit = $isPost && $this->parsePost && $this->postMaxSize > 0 && $length > $this->postMaxSize;
+        if ($overLimit) {
             trigger_error(sprintf(
-                'PHP Request Startup: POST Content-Length of %d bytes exceeds the limit of %d bytes',
+                // PHP's multipart parser says it without the prefix.
+                '%sPOST Content-Length of %d bytes exceeds the limit of %d bytes',
+                self::isMultipart($contentType) ? '' : 'PHP Request Startup: ',
                 $length,
                 $this->postMaxSize,
             ), E_USER_WARNING);
-            return;
         }
         if ($request->form !== null) {
             $entries = unserialize($request->form, self::UNSERIALIZE);
@@ -258,10 +265,10 @@ final class Runtime
             }
             return;
         }
-        if ($isPost && $this->parsePost && self::isUrlEncoded((string) ($server['CONTENT_TYPE'] ?? ''))) {
-            parse_str($request->body, $_POST);
+        InputStream::install($request->body, $request->bodyFile);
+        if (!$overLimit && $isPost && $this->parsePost && self::isUrlEncoded($contentType)) {
+            parse_str(InputStream::contents(), $_POST);
         }
-        InputStream::install($request->body);
     }
 
     /**
@@ -717,9 +724,18 @@ final class Runtime
 
     private static function isUrlEncoded(string $contentType): bool
     {
+        return self::mediaType($contentType) === 'application/x-www-form-urlencoded';
+    }
+
+    private static function isMultipart(string $contentType): bool
+    {
+        return self::mediaType($contentType) === 'multipart/form-data';
+    }
+
+    private static function mediaType(string $contentType): string
+    {
         $semicolon = strpos($contentType, ';');
-        $type = strtolower(trim($semicolon === false ? $contentType : substr($contentType, 0, $semicolon)));
-        return $type === 'application/x-www-form-urlencoded';
+        return strtolower(trim($semicolon === false ? $contentType : substr($contentType, 0, $semicolon)));
     }
 
     /** Bytes in an ini quantity such as "8M"; 0 means no limit. */
