@@ -416,6 +416,7 @@ impl Connection {
 pub type Part<'a> = (&'a str, Option<&'a str>, Option<&'a str>, &'a [u8]);
 
 /// A request built field by field.
+#[derive(Debug, Clone)]
 pub struct Req {
     method: String,
     path: String,
