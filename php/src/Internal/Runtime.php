@@ -338,8 +338,12 @@ final class Runtime
     private function closeSession(): void
     {
         if (session_status() === PHP_SESSION_ACTIVE) {
-            $this->sessionsUsed = true;
             session_write_close();
+        }
+        // A session closed early (session_write_close(), read_and_close)
+        // leaves its id set too: the next request must not start with it.
+        if (session_id() !== '') {
+            $this->sessionsUsed = true;
         }
     }
 
