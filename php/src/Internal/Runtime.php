@@ -369,7 +369,7 @@ final class Runtime
         } else {
             $status = (int) http_response_code();
             $lines = headers_list();
-            if ($this->presetSessionId !== null && session_id() === $this->presetSessionId) {
+            if ($this->presetSessionId !== null) {
                 $lines = $this->withoutEchoedSessionCookie($lines);
             }
         }
@@ -411,16 +411,20 @@ final class Runtime
     /**
      * The session id came from the client's cookie; PHP would not send that
      * cookie back, and the Set-Cookie that session_id() caused must go.
+     * It stays in the headers when the session ends (session_destroy()
+     * forgets the id, not the header), so it goes whatever the session id
+     * is now. A new id (session_regenerate_id()) replaces it in the
+     * headers and is kept.
      *
      * @param list<string> $lines
      * @return list<string>
      */
     private function withoutEchoedSessionCookie(array $lines): array
     {
-        $prefix = 'Set-Cookie: ' . urlencode($this->sessionName) . '='
-            . urlencode((string) $this->presetSessionId) . ';';
+        $cookie = 'Set-Cookie: ' . urlencode($this->sessionName) . '='
+            . urlencode((string) $this->presetSessionId);
         foreach ($lines as $i => $line) {
-            if (str_starts_with($line, $prefix)) {
+            if ($line === $cookie || str_starts_with($line, $cookie . ';')) {
                 unset($lines[$i]);
                 return array_values($lines);
             }
