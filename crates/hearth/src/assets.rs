@@ -115,3 +115,35 @@ fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::FILES;
+    use std::fs;
+    use std::path::Path;
+
+    /// Every file of the PHP library is built in: one left out of FILES
+    /// would be missing from `hearth run` and the demo, and found only
+    /// when a worker needs its class.
+    #[test]
+    fn every_library_file_is_built_in() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut todo = vec![root.join("php/src")];
+        let mut missing = Vec::new();
+        while let Some(dir) = todo.pop() {
+            for entry in fs::read_dir(&dir).expect("read php/src") {
+                let path = entry.expect("entry").path();
+                if path.is_dir() {
+                    todo.push(path);
+                } else if path.extension().is_some_and(|e| e == "php") {
+                    let relative = path.strip_prefix(&root).expect("under the root");
+                    let relative = relative.to_string_lossy();
+                    if !FILES.iter().any(|(built_in, _)| *built_in == relative) {
+                        missing.push(relative.into_owned());
+                    }
+                }
+            }
+        }
+        assert!(missing.is_empty(), "not in assets::FILES: {missing:?}");
+    }
+}
