@@ -15,6 +15,9 @@ final class Frame
     public const VERSION = 1;
     public const HEADER_LEN = 12;
 
+    /** The library's version, sent in READY. */
+    public const LIBRARY_VERSION = '0.1.0';
+
     public const READY = 1;
     public const REQUEST = 2;
     public const BODY = 3;
@@ -118,6 +121,23 @@ final class Frame
             $out .= pack('n', strlen((string) $key)) . $key . pack('N', strlen($value)) . $value;
         }
         return $out;
+    }
+
+    /**
+     * The READY frame a worker sends once booted: who it is, and $settings
+     * (the PHP settings an HTTP worker reports).
+     *
+     * @param array<string, string|int|float|bool> $settings
+     */
+    public static function ready(array $settings = []): string
+    {
+        return self::encode(self::READY, 0, self::fields([
+            'protocol' => self::VERSION,
+            'pid' => getmypid(),
+            'php_version' => PHP_VERSION,
+            'sapi' => PHP_SAPI,
+            'library' => self::LIBRARY_VERSION,
+        ] + $settings));
     }
 
     /**

@@ -17,16 +17,11 @@ namespace Hearth\Internal;
  */
 final class Runtime
 {
-    public const LIBRARY_VERSION = '0.1.0';
-
     /** Output beyond this many bytes is streamed instead of buffered. */
     private const OUTPUT_CHUNK = 1048576;
 
     /** Larger bodies are sent in several BODY frames (one echo can be huge). */
     private const FRAME_BODY = 4194304;
-
-    private const FATAL_ERRORS = E_ERROR | E_PARSE | E_CORE_ERROR | E_COMPILE_ERROR
-        | E_USER_ERROR | E_RECOVERABLE_ERROR;
 
     private const UNSERIALIZE = ['allowed_classes' => false];
 
@@ -116,7 +111,7 @@ final class Runtime
                 }
             }
         } catch (ProtocolError $e) {
-            self::log('protocol error on the Hearth channel, exiting: ' . $e->getMessage());
+            Log::write('protocol error on the Hearth channel, exiting: ' . $e->getMessage());
         } finally {
             self::$current = null;
             // php-cgi prints the response headers of its one CGI request at
@@ -128,7 +123,7 @@ final class Runtime
 
     private function boot(): void
     {
-        self::logStartupOutput('output before Worker::serve(): ');
+        Log::startupOutput('output before Worker::serve(): ');
         ob_start($this->onOutput(...), self::OUTPUT_CHUNK);
         $this->baseLevel = ob_get_level();
         register_shutdown_function($this->onShutdown(...));
@@ -140,12 +135,8 @@ final class Runtime
         $this->exposePhp = (bool) ini_get('expose_php');
         $this->resetHeaders();
 
-        $env = getenv();
-        unset($env['HEARTH_PROTOCOL'], $env['HEARTH_MAX_PAYLOAD'], $env['HEARTH_RESPONSES']);
-        $this->env = $env;
-        putenv('HEARTH_PROTOCOL');
-        putenv('HEARTH_MAX_PAYLOAD');
-        putenv('HEARTH_RESPONSES');
+        Channel::hideEnvironment();
+        $this->env = getenv();
 
         $this->ini = ini_get_all(null, false);
         unset($this->ini['max_execution_time']);
@@ -161,19 +152,14 @@ final class Runtime
         $this->postMaxSize = self::bytes((string) ini_get('post_max_size'));
         $this->sessionName = session_name() ?: 'PHPSESSID';
 
-        $this->channel->send(Frame::encode(Frame::READY, 0, Frame::fields([
-            'protocol' => Frame::VERSION,
-            'pid' => getmypid(),
-            'php_version' => PHP_VERSION,
-            'sapi' => PHP_SAPI,
-            'library' => self::LIBRARY_VERSION,
+        $this->channel->send(Frame::ready([
             'post_max_size' => (string) ini_get('post_max_size'),
             'upload_max_filesize' => (string) ini_get('upload_max_filesize'),
             'max_file_uploads' => (string) ini_get('max_file_uploads'),
             'file_uploads' => (bool) ini_get('file_uploads'),
             'enable_post_data_reading' => $this->parsePost,
             'upload_tmp_dir' => ini_get('upload_tmp_dir') ?: sys_get_temp_dir(),
-        ])));
+        ]));
     }
 
     private function handle(callable $handler, Request $request): void
@@ -440,7 +426,7 @@ final class Runtime
     {
         if ($phase & PHP_OUTPUT_HANDLER_FINAL && $this->inRequest) {
             $this->bufferLost = true;
-            self::log(sprintf(
+            Log::write(sprintf(
                 'the app removed the output buffer Hearth captures responses with (ob_end_*() at level %d); '
                 . 'output after this point is lost and the worker will be replaced (%s %s)',
                 $this->baseLevel,
@@ -453,7 +439,7 @@ final class Runtime
         }
         if (!$this->inRequest || $this->responseDone) {
             if (!$this->inRequest) {
-                self::log('output between requests: ' . rtrim($buffer));
+                Log::write('output between requests: ' . rtrim($buffer));
             }
             return '';
         }
@@ -465,35 +451,15 @@ final class Runtime
 
     private function uncaught(\Throwable $e): void
     {
-        $handler = set_exception_handler(null);
-        set_exception_handler($handler);
-        if ($handler !== null) {
-            try {
-                $handler($e);
-                return;
-            } catch (\Throwable $again) {
-                $e = $again;
-            }
+        $e = FailureReport::offerToHandler($e);
+        if ($e === null) {
+            return;
         }
-        $this->reportFailure([
-            'kind' => 'exception',
-            'class' => get_class($e),
-            'message' => $e->getMessage(),
-            'code' => (int) $e->getCode(),
-            'file' => $e->getFile(),
-            'line' => $e->getLine(),
-            'trace' => $e->getTraceAsString(),
-        ]);
+        FailureReport::send($this->channel, $this->requestId, $e, $this->method, $this->uri);
         if (!$this->headSent) {
             http_response_code(500);
         }
-        if (ini_get('display_errors')) {
-            echo self::displayUncaught($e);
-        }
-        $logFile = (string) ini_get('error_log');
-        if ($logFile !== '' && ini_get('log_errors')) {
-            error_log('PHP Fatal error:  ' . self::uncaughtText($e));
-        }
+        FailureReport::showAsPhpWould($e);
     }
 
     private function onShutdown(): void
@@ -503,18 +469,9 @@ final class Runtime
         }
         // exit or a fatal error in the handler: PHP is shutting down, so
         // answer this request and let Hearth start a new worker.
-        @ini_set('memory_limit', '-1');
-        $error = error_get_last();
-        if ($error !== null && ($error['type'] & self::FATAL_ERRORS)) {
-            $this->reportFailure([
-                'kind' => 'fatal',
-                'class' => self::errorName($error['type']),
-                'message' => $error['message'],
-                'code' => 0,
-                'file' => $error['file'],
-                'line' => $error['line'],
-                'trace' => '',
-            ]);
+        $error = FailureReport::fatalAtShutdown();
+        if ($error !== null) {
+            FailureReport::send($this->channel, $this->requestId, $error, $this->method, $this->uri);
             if (!$this->headSent && http_response_code() === 200) {
                 http_response_code(500);
             }
@@ -523,33 +480,10 @@ final class Runtime
         try {
             $this->finish(Frame::FLAG_CLOSE);
         } catch (\Throwable $e) {
-            self::log('could not deliver the response while shutting down: ' . $e->getMessage());
+            Log::write('could not deliver the response while shutting down: ' . $e->getMessage());
         }
         header_remove();
         ini_set('default_mimetype', '');
-    }
-
-    /**
-     * Sends an error report for the log (see docs/protocol.md).
-     *
-     * @param array{kind:string,class:string,message:string,code:int,file:string,line:int,trace:string} $failure
-     */
-    private function reportFailure(array $failure): void
-    {
-        $failure['method'] = $this->method;
-        $failure['uri'] = $this->uri;
-        try {
-            $this->channel->send(Frame::encode(Frame::ERROR, $this->requestId, Frame::fields($failure)));
-        } catch (\Throwable) {
-            // Hearth is gone; the log line below is all that is left.
-            self::log(sprintf(
-                '%s: %s in %s:%d',
-                $failure['class'],
-                $failure['message'],
-                $failure['file'],
-                $failure['line'],
-            ));
-        }
     }
 
     /** Puts back what the request changed, so the next one starts clean. */
@@ -602,7 +536,7 @@ final class Runtime
         foreach (ini_get_all(null, false) as $name => $value) {
             $boot = array_key_exists($name, $this->ini) ? $this->ini[$name] : $value;
             if ($boot !== $value && !isset($this->watched[$name])) {
-                self::log(sprintf(
+                Log::write(sprintf(
                     'the app changed %s from %s to %s at runtime; restored '
                     . '(settings outside the watched list are checked every %d requests)',
                     $name,
@@ -648,33 +582,10 @@ final class Runtime
         $this->explicitHead = [$status, $lines];
     }
 
-    /**
-     * Empties the startup buffer (Hearth starts PHP with output_buffering=1)
-     * into the log: what the app printed while booting belongs there.
-     */
-    public static function logStartupOutput(string $prefix): void
+    /** begin() logs through this. */
+    private static function log(string $message): void
     {
-        $stray = '';
-        while (ob_get_level() > 0) {
-            $status = ob_get_status();
-            if (($status['flags'] ?? 0) & PHP_OUTPUT_HANDLER_REMOVABLE) {
-                $stray .= (string) ob_get_clean();
-            } else {
-                break;
-            }
-        }
-        if ($stray !== '') {
-            self::log($prefix . rtrim($stray));
-        }
-    }
-
-    public static function log(string $message): void
-    {
-        static $stderr = null;
-        $stderr ??= fopen('php://stderr', 'w');
-        if ($stderr !== false) {
-            fwrite($stderr, 'hearth: ' . str_replace("\n", "\n  ", $message) . "\n");
-        }
+        Log::write($message);
     }
 
     /**
@@ -747,37 +658,6 @@ final class Runtime
             'm' => $number * 1048576,
             'g' => $number * 1073741824,
             default => $number,
-        };
-    }
-
-    private static function uncaughtText(\Throwable $e): string
-    {
-        return sprintf("Uncaught %s\n  thrown in %s on line %d", (string) $e, $e->getFile(), $e->getLine());
-    }
-
-    private static function displayUncaught(\Throwable $e): string
-    {
-        if (ini_get('html_errors')) {
-            return sprintf(
-                "<br />\n<b>Fatal error</b>:  Uncaught %s\n  thrown in <b>%s</b> on line <b>%d</b><br />\n",
-                htmlspecialchars((string) $e, ENT_QUOTES | ENT_SUBSTITUTE),
-                htmlspecialchars($e->getFile(), ENT_QUOTES | ENT_SUBSTITUTE),
-                $e->getLine(),
-            );
-        }
-        return "PHP Fatal error:  " . self::uncaughtText($e) . "\n";
-    }
-
-    private static function errorName(int $type): string
-    {
-        return match ($type) {
-            E_ERROR => 'E_ERROR',
-            E_PARSE => 'E_PARSE',
-            E_CORE_ERROR => 'E_CORE_ERROR',
-            E_COMPILE_ERROR => 'E_COMPILE_ERROR',
-            E_USER_ERROR => 'E_USER_ERROR',
-            E_RECOVERABLE_ERROR => 'E_RECOVERABLE_ERROR',
-            default => 'E_' . $type,
         };
     }
 }
