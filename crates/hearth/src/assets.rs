@@ -32,6 +32,7 @@ const FILES: &[(&str, &str)] = &[
     php_file!("php/src/Internal/Log.php"),
     php_file!("php/src/Internal/ProtocolError.php"),
     php_file!("php/src/Internal/Request.php"),
+    php_file!("php/src/Internal/ResponseHead.php"),
     php_file!("php/src/Internal/Runtime.php"),
     php_file!("php/src/Internal/Uploads.php"),
     ("demo/worker.php", include_str!("../assets/demo-worker.php")),

@@ -68,6 +68,7 @@ final class Runtime
     private bool $sessionsUsed = false;
     private ?string $presetSessionId = null;
     private string $sessionName = 'PHPSESSID';
+    private ResponseHead $head;
 
     /** @var array<string, string> */
     private array $env;
@@ -80,7 +81,6 @@ final class Runtime
     private int $timeLimit;
     private float $timeLimitSetAt = 0.0;
     private string $requestOrder;
-    private bool $exposePhp;
     private bool $parsePost;
     private int $postMaxSize;
     private string $method = '';
@@ -114,10 +114,7 @@ final class Runtime
             Log::write('protocol error on the Hearth channel, exiting: ' . $e->getMessage());
         } finally {
             self::$current = null;
-            // php-cgi prints the response headers of its one CGI request at
-            // exit; with none left and no default type that is a blank line.
-            header_remove();
-            ini_set('default_mimetype', '');
+            ResponseHead::clearForExit();
         }
     }
 
@@ -132,8 +129,6 @@ final class Runtime
         // (renewTimeLimit()); between requests the worker is not limited.
         $this->timeLimit = (int) ini_get('max_execution_time');
         set_time_limit(0);
-        $this->exposePhp = (bool) ini_get('expose_php');
-        $this->resetHeaders();
 
         Channel::hideEnvironment();
         $this->env = getenv();
@@ -151,6 +146,8 @@ final class Runtime
         $this->parsePost = (bool) ini_get('enable_post_data_reading');
         $this->postMaxSize = self::bytes((string) ini_get('post_max_size'));
         $this->sessionName = session_name() ?: 'PHPSESSID';
+        $this->head = new ResponseHead((bool) ini_get('expose_php'), $this->sessionName);
+        $this->head->reset();
 
         $this->channel->send(Frame::ready([
             'post_max_size' => (string) ini_get('post_max_size'),
@@ -349,73 +346,8 @@ final class Runtime
 
     private function headFrame(int $flags = 0): string
     {
-        if ($this->explicitHead !== null) {
-            [$status, $lines] = $this->explicitHead;
-            $lines = $this->asHeaderWould($lines);
-        } else {
-            $status = (int) http_response_code();
-            $lines = headers_list();
-            if ($this->presetSessionId !== null) {
-                $lines = $this->withoutEchoedSessionCookie($lines);
-            }
-        }
-        if (!self::hasContentType($lines)) {
-            $default = self::defaultContentType();
-            if ($default !== '') {
-                $lines[] = $default;
-            }
-        }
-        return Frame::encode(Frame::HEAD, $this->requestId, Frame::head($status, $lines), $flags);
-    }
-
-    /**
-     * Header lines given directly (PSR-7) as header() would have stored
-     * them: text/* content types get the default charset, and X-Powered-By
-     * is there when expose_php is on. The same script then answers the same
-     * under php-fpm, where the PSR-7 emitter calls header().
-     *
-     * @param list<string> $lines
-     * @return list<string>
-     */
-    private function asHeaderWould(array $lines): array
-    {
-        $charset = (string) ini_get('default_charset');
-        foreach ($lines as $i => $line) {
-            if ($charset !== '' && strncasecmp($line, 'content-type:', 13) === 0) {
-                $type = ltrim(substr($line, 13), ' ');
-                if (str_starts_with($type, 'text/') && !str_contains($type, 'charset=')) {
-                    $lines[$i] = 'Content-type: ' . $type . ';charset=' . $charset;
-                }
-            }
-        }
-        if ($this->exposePhp) {
-            array_unshift($lines, 'X-Powered-By: PHP/' . PHP_VERSION);
-        }
-        return $lines;
-    }
-
-    /**
-     * The session id came from the client's cookie; PHP would not send that
-     * cookie back, and the Set-Cookie that session_id() caused must go.
-     * It stays in the headers when the session ends (session_destroy()
-     * forgets the id, not the header), so it goes whatever the session id
-     * is now. A new id (session_regenerate_id()) replaces it in the
-     * headers and is kept.
-     *
-     * @param list<string> $lines
-     * @return list<string>
-     */
-    private function withoutEchoedSessionCookie(array $lines): array
-    {
-        $cookie = 'Set-Cookie: ' . urlencode($this->sessionName) . '='
-            . urlencode((string) $this->presetSessionId);
-        foreach ($lines as $i => $line) {
-            if ($line === $cookie || str_starts_with($line, $cookie . ';')) {
-                unset($lines[$i]);
-                return array_values($lines);
-            }
-        }
-        return $lines;
+        $payload = $this->head->payload($this->explicitHead, $this->presetSessionId);
+        return Frame::encode(Frame::HEAD, $this->requestId, $payload, $flags);
     }
 
     /**
@@ -482,8 +414,7 @@ final class Runtime
         } catch (\Throwable $e) {
             Log::write('could not deliver the response while shutting down: ' . $e->getMessage());
         }
-        header_remove();
-        ini_set('default_mimetype', '');
+        ResponseHead::clearForExit();
     }
 
     /** Puts back what the request changed, so the next one starts clean. */
@@ -494,7 +425,7 @@ final class Runtime
         if (ob_get_level() < $this->baseLevel || $this->bufferLost) {
             $this->closeAfter = true;
         }
-        $this->resetHeaders();
+        $this->head->reset();
         if ((int) ini_get('max_execution_time') !== $this->timeLimit) {
             // The app changed its own limit (set_time_limit()); put it back.
             set_time_limit($this->timeLimit);
@@ -511,16 +442,6 @@ final class Runtime
             date_default_timezone_set($this->timezone);
         }
         error_clear_last();
-    }
-
-    /** No headers but the ones PHP starts every request with. */
-    private function resetHeaders(): void
-    {
-        header_remove();
-        http_response_code(200);
-        if ($this->exposePhp) {
-            header('X-Powered-By: PHP/' . PHP_VERSION);
-        }
     }
 
     private function restoreIni(): void
@@ -607,31 +528,6 @@ final class Runtime
             return ['PHP_AUTH_DIGEST' => substr($authorization, 7)];
         }
         return [];
-    }
-
-    /** @param list<string> $lines */
-    private static function hasContentType(array $lines): bool
-    {
-        foreach ($lines as $line) {
-            if (strncasecmp($line, 'content-type:', 13) === 0) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    /** The Content-Type PHP adds when the app sets none. */
-    private static function defaultContentType(): string
-    {
-        $type = (string) ini_get('default_mimetype');
-        $charset = (string) ini_get('default_charset');
-        if ($type === '') {
-            return '';
-        }
-        if ($charset !== '' && str_starts_with($type, 'text/')) {
-            $type .= '; charset=' . $charset;
-        }
-        return 'Content-type: ' . $type;
     }
 
     private static function isUrlEncoded(string $contentType): bool
