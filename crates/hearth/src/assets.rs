@@ -23,6 +23,7 @@ const FILES: &[(&str, &str)] = &[
     php_file!("php/src/TaskRunnerProcess.php"),
     php_file!("php/src/TaskRunnerException.php"),
     php_file!("php/src/JobError.php"),
+    php_file!("php/src/Internal/Baseline.php"),
     php_file!("php/src/Internal/Channel.php"),
     php_file!("php/src/Internal/FailureReport.php"),
     php_file!("php/src/Internal/Frame.php"),

@@ -25,31 +25,6 @@ final class Runtime
 
     private const UNSERIALIZE = ['allowed_classes' => false];
 
-    /**
-     * Settings apps change at runtime (ini_set(), error_reporting(),
-     * session_name(), set_include_path()...). They are compared with their
-     * boot values after every request. ini_get_all() would cover everything
-     * but costs ~11 µs a call (it sorts all ~240 entries each time), more
-     * than the rest of a request's bookkeeping, so the full comparison runs
-     * every FULL_INI_CHECK requests and logs what it finds outside this list.
-     */
-    private const WATCHED_INI = [
-        'display_errors', 'display_startup_errors', 'error_reporting', 'html_errors', 'log_errors',
-        'error_log', 'default_charset', 'default_mimetype', 'date.timezone', 'memory_limit',
-        'precision', 'serialize_precision', 'include_path', 'user_agent',
-        'default_socket_timeout', 'auto_detect_line_endings', 'arg_separator.output',
-        'url_rewriter.tags', 'ignore_user_abort', 'zend.assertions', 'assert.active', 'assert.exception',
-        'mbstring.language', 'mbstring.internal_encoding', 'mbstring.substitute_character',
-        'pcre.backtrack_limit', 'pcre.recursion_limit', 'session.name', 'session.save_handler',
-        'session.save_path', 'session.serialize_handler', 'session.use_cookies', 'session.use_only_cookies',
-        'session.use_strict_mode', 'session.cookie_lifetime', 'session.cookie_path', 'session.cookie_domain',
-        'session.cookie_secure', 'session.cookie_httponly', 'session.cookie_samesite',
-        'session.cache_limiter', 'session.cache_expire', 'session.gc_maxlifetime', 'session.use_trans_sid',
-        'session.sid_length', 'session.sid_bits_per_character', 'session.lazy_write',
-    ];
-
-    private const FULL_INI_CHECK = 64;
-
     private static ?self $current = null;
 
     private int $requestId = 0;
@@ -62,7 +37,6 @@ final class Runtime
     private bool $bufferLost = false;
     /** This worker exits after the current response. */
     private bool $closeAfter = false;
-    private int $baseLevel = 0;
     /** @var array{0:int,1:list<string>}|null status and header lines set through the PSR-7 bridge */
     private ?array $explicitHead = null;
     private bool $sessionsUsed = false;
@@ -72,14 +46,9 @@ final class Runtime
 
     /** @var array<string, string> */
     private array $env;
-    /** @var array<string, string|null> every setting at boot */
-    private array $ini;
-    /** @var array<string, string|false> the watched settings at boot */
-    private array $watched = [];
-    private int $requests = 0;
-    private string $timezone;
+    private Baseline $baseline;
+    /** The baseline's time limit, which begin() renews. */
     private int $timeLimit;
-    private float $timeLimitSetAt = 0.0;
     private string $requestOrder;
     private bool $parsePost;
     private int $postMaxSize;
@@ -122,25 +91,12 @@ final class Runtime
     {
         Log::startupOutput('output before Worker::serve(): ');
         ob_start($this->onOutput(...), self::OUTPUT_CHUNK);
-        $this->baseLevel = ob_get_level();
         register_shutdown_function($this->onShutdown(...));
-
-        // max_execution_time applies to each request, as under php-fpm
-        // (renewTimeLimit()); between requests the worker is not limited.
-        $this->timeLimit = (int) ini_get('max_execution_time');
-        set_time_limit(0);
+        $this->baseline = new Baseline(ob_get_level());
+        $this->timeLimit = $this->baseline->timeLimit;
 
         Channel::hideEnvironment();
         $this->env = getenv();
-
-        $this->ini = ini_get_all(null, false);
-        unset($this->ini['max_execution_time']);
-        foreach (self::WATCHED_INI as $name) {
-            if (array_key_exists($name, $this->ini)) {
-                $this->watched[$name] = ini_get($name);
-            }
-        }
-        $this->timezone = date_default_timezone_get();
         $order = (string) ini_get('request_order');
         $this->requestOrder = $order !== '' ? $order : (string) ini_get('variables_order');
         $this->parsePost = (bool) ini_get('enable_post_data_reading');
@@ -285,17 +241,10 @@ final class Runtime
 
     private function sendResponse(int $flags): void
     {
-        // Buffers the app left open are flushed into ours, as PHP does at
-        // the end of a request.
-        while (ob_get_level() > $this->baseLevel) {
-            $status = ob_get_status();
-            if (!(($status['flags'] ?? 0) & PHP_OUTPUT_HANDLER_REMOVABLE) || !ob_end_flush()) {
-                // A buffer that stays would leak into the next request.
-                $this->closeAfter = true;
-                if (!($flags & Frame::FLAG_DETACHED)) {
-                    $flags |= Frame::FLAG_CLOSE;
-                }
-                break;
+        if (!$this->baseline->flushAppBuffers()) {
+            $this->closeAfter = true;
+            if (!($flags & Frame::FLAG_DETACHED)) {
+                $flags |= Frame::FLAG_CLOSE;
             }
         }
         if (!($flags & Frame::FLAG_DETACHED)) {
@@ -361,7 +310,7 @@ final class Runtime
             Log::write(sprintf(
                 'the app removed the output buffer Hearth captures responses with (ob_end_*() at level %d); '
                 . 'output after this point is lost and the worker will be replaced (%s %s)',
-                $this->baseLevel,
+                $this->baseline->outputLevel,
                 $this->method,
                 $this->uri,
             ));
@@ -420,72 +369,22 @@ final class Runtime
     /** Puts back what the request changed, so the next one starts clean. */
     private function reset(): void
     {
-        while (ob_get_level() > $this->baseLevel && @ob_end_clean()) {
-        }
-        if (ob_get_level() < $this->baseLevel || $this->bufferLost) {
+        if (!$this->baseline->discardAppBuffers() || $this->bufferLost) {
             $this->closeAfter = true;
         }
         $this->head->reset();
-        if ((int) ini_get('max_execution_time') !== $this->timeLimit) {
-            // The app changed its own limit (set_time_limit()); put it back.
-            set_time_limit($this->timeLimit);
-            $this->timeLimitSetAt = hrtime(true) / 1e9;
-        }
         if (InputStream::isInstalled()) {
             InputStream::uninstall();
         }
         Uploads::clear();
         $_SESSION = [];
-
-        $this->restoreIni();
-        if (date_default_timezone_get() !== $this->timezone) {
-            date_default_timezone_set($this->timezone);
-        }
-        error_clear_last();
+        $this->baseline->restore();
     }
 
-    private function restoreIni(): void
-    {
-        foreach ($this->watched as $name => $value) {
-            if (ini_get($name) !== $value) {
-                @ini_set($name, (string) $value);
-            }
-        }
-        if (++$this->requests % self::FULL_INI_CHECK !== 0) {
-            return;
-        }
-        foreach (ini_get_all(null, false) as $name => $value) {
-            $boot = array_key_exists($name, $this->ini) ? $this->ini[$name] : $value;
-            if ($boot !== $value && !isset($this->watched[$name])) {
-                Log::write(sprintf(
-                    'the app changed %s from %s to %s at runtime; restored '
-                    . '(settings outside the watched list are checked every %d requests)',
-                    $name,
-                    var_export($boot, true),
-                    var_export($value, true),
-                    self::FULL_INI_CHECK,
-                ));
-                @ini_set($name, (string) $boot);
-            }
-        }
-    }
-
-    /**
-     * Gives the request max_execution_time, as php-fpm does.
-     *
-     * set_time_limit() is a setitimer() system call. The timer counts CPU
-     * time, which never exceeds wall time, so while less than 1% of the
-     * limit has passed on the wall clock since the last renewal the current
-     * request still has at least 99% of its time; only then is the call
-     * skipped. Under load that saves a system call on nearly every request.
-     */
+    /** begin() renews the time limit through this. */
     private function renewTimeLimit(): void
     {
-        $now = hrtime(true) / 1e9;
-        if ($now - $this->timeLimitSetAt > $this->timeLimit * 0.01) {
-            set_time_limit($this->timeLimit);
-            $this->timeLimitSetAt = $now;
-        }
+        $this->baseline->renewTimeLimit();
     }
 
     public function requestClose(): void
