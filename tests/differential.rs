@@ -473,19 +473,34 @@ fn exit_and_errors_match() {
 /// Replaces PHP session ids (26 or more [a-z0-9,-] characters after
 /// PHPSESSID=) with a placeholder.
 fn regex_free_session_id(s: &str) -> String {
+    replace_values(s, "PHPSESSID=", session_id_len, |_| "<sid>".to_owned())
+}
+
+/// Replaces each value that follows `marker` in `s` (its length given by
+/// `len`) with what `replace` makes of it.
+fn replace_values(
+    s: &str,
+    marker: &str,
+    len: impl Fn(&str) -> usize,
+    mut replace: impl FnMut(&str) -> String,
+) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
-    while let Some(at) = rest.find("PHPSESSID=") {
-        out.push_str(&rest[..at + "PHPSESSID=".len()]);
-        rest = &rest[at + "PHPSESSID=".len()..];
-        let end = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == ',' || c == '-'))
-            .unwrap_or(rest.len());
-        out.push_str("<sid>");
+    while let Some(at) = rest.find(marker) {
+        out.push_str(&rest[..at + marker.len()]);
+        rest = &rest[at + marker.len()..];
+        let end = len(rest);
+        out.push_str(&replace(&rest[..end]));
         rest = &rest[end..];
     }
     out.push_str(rest);
     out
+}
+
+/// The length of the session id at the start of `s`.
+fn session_id_len(s: &str) -> usize {
+    s.find(|c: char| !(c.is_ascii_alphanumeric() || c == ',' || c == '-'))
+        .unwrap_or(s.len())
 }
 
 /// Names session ids (what follows `PHPSESSID=`) by the order in which
@@ -498,34 +513,9 @@ struct SessionIds(std::cell::RefCell<Vec<String>>);
 
 impl SessionIds {
     fn name(&self, s: &str) -> String {
-        let s = self.ids(s);
-        let mut out = String::with_capacity(s.len());
-        let mut rest = s.as_str();
-        while let Some(at) = rest.find("expires=") {
-            out.push_str(&rest[..at + "expires=".len()]);
-            rest = &rest[at + "expires=".len()..];
-            let end = rest.find(';').unwrap_or(rest.len());
-            out.push_str("<date>");
-            rest = &rest[end..];
-        }
-        out.push_str(rest);
-        out
-    }
-
-    fn ids(&self, s: &str) -> String {
-        let mut out = String::with_capacity(s.len());
-        let mut rest = s;
-        while let Some(at) = rest.find("PHPSESSID=") {
-            out.push_str(&rest[..at + "PHPSESSID=".len()]);
-            rest = &rest[at + "PHPSESSID=".len()..];
-            let end = rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == ',' || c == '-'))
-                .unwrap_or(rest.len());
-            let id = &rest[..end];
-            rest = &rest[end..];
+        let s = replace_values(s, "PHPSESSID=", session_id_len, |id| {
             if id.is_empty() || id == "deleted" {
-                out.push_str(id);
-                continue;
+                return id.to_owned();
             }
             let mut seen = self.0.borrow_mut();
             let n = match seen.iter().position(|s| s == id) {
@@ -535,9 +525,13 @@ impl SessionIds {
                     seen.len()
                 }
             };
-            out.push_str(&format!("<sid:{n}>"));
-        }
-        out.push_str(rest);
-        out
+            format!("<sid:{n}>")
+        });
+        replace_values(
+            &s,
+            "expires=",
+            |date| date.find(';').unwrap_or(date.len()),
+            |_| "<date>".to_owned(),
+        )
     }
 }
