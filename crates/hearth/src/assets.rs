@@ -20,7 +20,6 @@ const FILES: &[(&str, &str)] = &[
     php_file!("php/src/Worker.php"),
     php_file!("php/src/Psr7Worker.php"),
     php_file!("php/src/TaskRunner.php"),
-    php_file!("php/src/TaskRunnerProcess.php"),
     php_file!("php/src/TaskRunnerException.php"),
     php_file!("php/src/JobError.php"),
     php_file!("php/src/Internal/Baseline.php"),
@@ -35,6 +34,7 @@ const FILES: &[(&str, &str)] = &[
     php_file!("php/src/Internal/Request.php"),
     php_file!("php/src/Internal/ResponseHead.php"),
     php_file!("php/src/Internal/Runtime.php"),
+    php_file!("php/src/Internal/TaskRunnerProcess.php"),
     php_file!("php/src/Internal/Uploads.php"),
     ("demo/worker.php", include_str!("../assets/demo-worker.php")),
 ];
