@@ -27,6 +27,7 @@ const FILES: &[(&str, &str)] = &[
     php_file!("php/src/Internal/FailureReport.php"),
     php_file!("php/src/Internal/Frame.php"),
     php_file!("php/src/Internal/Globals.php"),
+    php_file!("php/src/Internal/IniQuantity.php"),
     php_file!("php/src/Internal/InputStream.php"),
     php_file!("php/src/Internal/JobRuntime.php"),
     php_file!("php/src/Internal/Log.php"),

@@ -100,7 +100,7 @@ final class Runtime
         $order = (string) ini_get('request_order');
         $this->requestOrder = $order !== '' ? $order : (string) ini_get('variables_order');
         $this->parsePost = (bool) ini_get('enable_post_data_reading');
-        $this->postMaxSize = self::bytes((string) ini_get('post_max_size'));
+        $this->postMaxSize = IniQuantity::bytes((string) ini_get('post_max_size'));
         $this->sessionName = session_name() ?: 'PHPSESSID';
         $this->head = new ResponseHead((bool) ini_get('expose_php'), $this->sessionName);
         $this->head->reset();
@@ -434,25 +434,5 @@ final class Runtime
         $semicolon = strpos($contentType, ';');
         $type = strtolower(trim($semicolon === false ? $contentType : substr($contentType, 0, $semicolon)));
         return $type === 'application/x-www-form-urlencoded';
-    }
-
-    /** Bytes in an ini quantity such as "8M"; 0 means no limit. */
-    public static function bytes(string $value): int
-    {
-        if (function_exists('ini_parse_quantity')) {
-            // PHP 8.2+: exactly how PHP reads its own settings (hex, octal...).
-            return @ini_parse_quantity($value);
-        }
-        $value = trim($value);
-        if ($value === '') {
-            return 0;
-        }
-        $number = intval($value, 0);
-        return match (strtolower(substr($value, -1))) {
-            'k' => $number * 1024,
-            'm' => $number * 1048576,
-            'g' => $number * 1073741824,
-            default => $number,
-        };
     }
 }
