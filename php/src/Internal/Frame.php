@@ -18,6 +18,9 @@ final class Frame
     /** The library's version, sent in READY. */
     public const LIBRARY_VERSION = '0.1.0';
 
+    /** Output larger than this goes in several BODY frames (one echo can be huge). */
+    private const BODY_MAX = 4194304;
+
     public const READY = 1;
     public const REQUEST = 2;
     public const BODY = 3;
@@ -119,6 +122,20 @@ final class Frame
         foreach ($fields as $key => $value) {
             $value = is_bool($value) ? ($value ? '1' : '0') : (string) $value;
             $out .= pack('n', strlen((string) $key)) . $key . pack('N', strlen($value)) . $value;
+        }
+        return $out;
+    }
+
+    /** BODY frames carrying $body, none larger than BODY_MAX. */
+    public static function bodies(int $requestId, string $body): string
+    {
+        $length = strlen($body);
+        if ($length <= self::BODY_MAX) {
+            return self::encode(self::BODY, $requestId, $body);
+        }
+        $out = '';
+        for ($at = 0; $at < $length; $at += self::BODY_MAX) {
+            $out .= self::encode(self::BODY, $requestId, substr($body, $at, self::BODY_MAX));
         }
         return $out;
     }

@@ -11,7 +11,9 @@ namespace Hearth\Internal;
  * fills the superglobals, captures output, runs the handler, collects
  * status, headers and body, writes the session, and then puts back what the
  * request changed (headers, output buffers, ini settings, timezone) so the
- * next client starts clean.
+ * next client starts clean. ResponseHead makes the status and header lines,
+ * Baseline keeps what each request starts from, and FailureReport reports
+ * uncaught exceptions and fatal errors.
  *
  * @internal
  */
@@ -19,9 +21,6 @@ final class Runtime
 {
     /** Output beyond this many bytes is streamed instead of buffered. */
     private const OUTPUT_CHUNK = 1048576;
-
-    /** Larger bodies are sent in several BODY frames (one echo can be huge). */
-    private const FRAME_BODY = 4194304;
 
     private const UNSERIALIZE = ['allowed_classes' => false];
 
@@ -259,7 +258,7 @@ final class Runtime
         }
         $out = $this->headSent ? '' : $this->headFrame();
         if ($body !== '') {
-            $out .= $this->bodyFrames($body);
+            $out .= Frame::bodies($this->requestId, $body);
         }
         $out .= Frame::encode(Frame::END, $this->requestId, '', $flags);
         $this->responseDone = true;
@@ -277,20 +276,6 @@ final class Runtime
         if (session_id() !== '') {
             $this->sessionsUsed = true;
         }
-    }
-
-    /** BODY frames carrying $body, none larger than FRAME_BODY. */
-    private function bodyFrames(string $body): string
-    {
-        $length = strlen($body);
-        if ($length <= self::FRAME_BODY) {
-            return Frame::encode(Frame::BODY, $this->requestId, $body);
-        }
-        $out = '';
-        for ($at = 0; $at < $length; $at += self::FRAME_BODY) {
-            $out .= Frame::encode(Frame::BODY, $this->requestId, substr($body, $at, self::FRAME_BODY));
-        }
-        return $out;
     }
 
     private function headFrame(int $flags = 0): string
@@ -326,7 +311,7 @@ final class Runtime
         }
         $out = $this->headSent ? '' : $this->headFrame(Frame::FLAG_STREAM);
         $this->headSent = true;
-        $this->channel->send($out . $this->bodyFrames($buffer));
+        $this->channel->send($out . Frame::bodies($this->requestId, $buffer));
         return '';
     }
 
