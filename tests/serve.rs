@@ -899,6 +899,26 @@ fn a_buffer_the_app_cannot_remove_ends_the_worker() {
     );
 }
 
+/// Issue 8: a session closed before its request ended (here by
+/// session_write_close()) in the first request of a worker to use sessions
+/// left its id set, and the next client without a cookie was given it.
+#[test]
+fn a_session_closed_early_is_not_handed_to_the_next_client() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    let alice = server.get("/session?set=alice-secret&close=1");
+    assert_eq!(alice.json()["count"], 1);
+    let bob = server.get("/session");
+    assert_eq!(
+        bob.json()["secret"],
+        serde_json::Value::Null,
+        "{}",
+        bob.text()
+    );
+    assert_eq!(bob.json()["count"], 1);
+    assert_ne!(bob.json()["id"], alice.json()["id"]);
+    assert_ne!(bob.header("set-cookie"), alice.header("set-cookie"));
+}
+
 #[test]
 fn a_session_changed_after_fastcgi_finish_request_is_written() {
     let server = Server::start(&fixture("app.php"), &["--workers", "1"]);

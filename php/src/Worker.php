@@ -36,7 +36,7 @@ final class Worker
             $handler();
             return;
         }
-        Runtime::run(Channel::fromEnvironment(self::maxPayload()), $handler);
+        Runtime::run(Channel::fromEnvironment(), $handler);
     }
 
     /**
@@ -55,12 +55,5 @@ final class Worker
     public static function replaceAfterRequest(): void
     {
         Runtime::current()?->requestClose();
-    }
-
-    private static function maxPayload(): int
-    {
-        $max = (int) getenv('HEARTH_MAX_PAYLOAD');
-        // 64 MiB is the protocol's hard cap whatever Hearth asks for.
-        return $max > 0 ? min($max, 67108864) : 16777216;
     }
 }

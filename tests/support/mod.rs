@@ -506,17 +506,24 @@ impl Req {
     }
 }
 
-/// Cookies from Set-Cookie headers, as a browser would keep them.
+/// Cookies from Set-Cookie headers, as a browser would keep them: a
+/// cookie set with `Max-Age=0` (how PHP deletes one) is forgotten.
 #[derive(Debug, Default, Clone)]
 pub struct CookieJar(BTreeMap<String, String>);
 
 impl CookieJar {
     pub fn store(&mut self, response: &Response) {
         for set in response.headers_named("set-cookie") {
-            let pair = set.split(';').next().unwrap_or("");
+            let mut parts = set.split(';');
+            let pair = parts.next().unwrap_or("");
+            let expired = parts.any(|a| a.trim().eq_ignore_ascii_case("max-age=0"));
             if let Some((name, value)) = pair.split_once('=') {
-                self.0
-                    .insert(name.trim().to_owned(), value.trim().to_owned());
+                if expired {
+                    self.0.remove(name.trim());
+                } else {
+                    self.0
+                        .insert(name.trim().to_owned(), value.trim().to_owned());
+                }
             }
         }
     }

@@ -64,7 +64,7 @@ final class InputStream
                 // while it waited behind another request.
                 $error = error_get_last()['message'] ?? 'unknown error';
                 error_clear_last();
-                Runtime::log("cannot open the request body file {$file}, php://input is empty: {$error}");
+                Log::write("cannot open the request body file {$file}, php://input is empty: {$error}");
             } else {
                 self::$file = $handle;
                 self::$filePosition = 0;
