@@ -545,7 +545,34 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
     }
 }
 
-/// A private temporary directory, removed on drop.
+/// Runs `hearth ARGS...` (a client command such as `reload` or `status`)
+/// to completion.
+pub fn ctl(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run hearth")
+}
+
+/// The status report of the server with this control socket, as
+/// `hearth status --json` prints it.
+pub fn status_json(socket: &Path) -> serde_json::Value {
+    let out = ctl(&[
+        "status",
+        "--control-socket",
+        &socket.to_string_lossy(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "hearth status failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("status JSON")
+}
+
 /// `--user root` when the tests run as root (as in CI): `hearth serve`
 /// refuses to run PHP as root unless told to.
 pub fn as_root() -> Vec<String> {
@@ -556,6 +583,7 @@ pub fn as_root() -> Vec<String> {
     }
 }
 
+/// A private temporary directory, removed on drop.
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }

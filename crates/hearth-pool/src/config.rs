@@ -8,7 +8,10 @@ pub struct PoolConfig {
     /// The PHP binary. `php-cgi` gives full legacy support (`header()`,
     /// `setcookie()`, sessions); `php` (CLI) ignores headers set that way.
     pub php: PathBuf,
-    /// The worker script, as an absolute path.
+    /// The worker script, as an absolute path. It may lead through
+    /// symlinks (a `current` link to the deployed release): the pool
+    /// resolves it when it starts and again at every reload, and workers
+    /// run its real path (see [`crate::Paths`]).
     pub script: PathBuf,
     /// Worker processes at most (`max_workers`).
     pub workers: usize,
@@ -24,9 +27,14 @@ pub struct PoolConfig {
     pub ini: Vec<(String, String)>,
     /// Extra environment variables for every worker.
     pub env: Vec<(OsString, OsString)>,
-    /// Workers' working directory; by default the script's directory (as
-    /// php-fpm does for the script it runs).
+    /// Workers' working directory; by default the script's real directory
+    /// (as php-fpm does for the script it runs). Resolved with the script.
     pub cwd: Option<PathBuf>,
+    /// The app's document root, for the HTTP front (static files,
+    /// `DOCUMENT_ROOT`). Workers do not need it, but it belongs to the
+    /// release the script is part of: it is resolved with the script, at
+    /// start and at every reload, so that both always name the same one.
+    pub document_root: Option<PathBuf>,
     /// What a worker script that never completes its handshake should be
     /// checked for, said in the boot error.
     pub boot_hint: String,
@@ -151,6 +159,7 @@ impl PoolConfig {
             idle_ttl: None,
             user: None,
             cwd: None,
+            document_root: None,
             boot_hint: "does the script call Hearth\\Worker::serve()?".to_owned(),
         }
     }

@@ -4,7 +4,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use crate::{Error, PoolConfig};
+use crate::{Error, Paths, PoolConfig};
 
 /// What Hearth needs to know about a PHP binary before it starts workers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,9 +99,14 @@ const CGI_VARIABLES: &[&str] = &[
     "FCGI_WEB_SERVER_ADDRS",
 ];
 
-/// The command that starts one worker. Its channel is attached by the
-/// caller (stdin, and the FIFO path in HEARTH_RESPONSES).
-pub(crate) fn worker_command(config: &PoolConfig, info: &PhpInfo) -> tokio::process::Command {
+/// The command that starts one worker, running the app from `paths`. Its
+/// channel is attached by the caller (stdin, and the FIFO path in
+/// HEARTH_RESPONSES).
+pub(crate) fn worker_command(
+    config: &PoolConfig,
+    info: &PhpInfo,
+    paths: &Paths,
+) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(&config.php);
     // The app's boot output is caught by the startup buffer and logged;
     // nothing may ever reach the SAPI's own output, which would mark the
@@ -130,7 +135,7 @@ pub(crate) fn worker_command(config: &PoolConfig, info: &PhpInfo) -> tokio::proc
     for (name, value) in &ini {
         cmd.arg("-d").arg(format!("{name}={value}"));
     }
-    cmd.arg(&config.script);
+    cmd.arg(&paths.script);
     for var in CGI_VARIABLES {
         cmd.env_remove(var);
     }
@@ -146,9 +151,7 @@ pub(crate) fn worker_command(config: &PoolConfig, info: &PhpInfo) -> tokio::proc
     // Last, so that no configured variable can change them.
     cmd.env("HEARTH_PROTOCOL", hearth_proto::VERSION.to_string())
         .env("HEARTH_MAX_PAYLOAD", config.max_payload.to_string());
-    if let Some(dir) = config.cwd.as_deref().or(config.script.parent()) {
-        cmd.current_dir(dir);
-    }
+    cmd.current_dir(&paths.cwd);
     if let Some(user) = &config.user {
         // std drops root's supplementary groups when it sets the uid.
         cmd.uid(user.uid).gid(user.gid);

@@ -15,7 +15,7 @@ use crate::observe::{RestartCounts, RestartReason, WorkerInfo, WorkerState};
 use crate::php::PhpInfo;
 use crate::supervisor::supervise;
 use crate::worker::{Retire, WorkerShared};
-use crate::{Error, PoolConfig};
+use crate::{Error, Paths, PoolConfig};
 
 /// A pool of warm PHP workers. Cheap to clone; all clones are the same pool.
 #[derive(Debug, Clone)]
@@ -27,6 +27,9 @@ pub struct Pool {
 pub(crate) struct Shared {
     pub config: PoolConfig,
     pub php: PhpInfo,
+    /// Where workers booted now run the app from: resolved at start and
+    /// replaced by each reload whose trial worker booted.
+    paths: Mutex<Arc<Paths>>,
     /// Idle workers and the requests waiting for one.
     pub dispatch: Mutex<Dispatch>,
     pub waiting: WaiterCount,
@@ -43,6 +46,9 @@ pub(crate) struct Shared {
     supervisors: Mutex<Vec<JoinHandle<()>>>,
     /// Held while a reload runs: one at a time.
     reloading: tokio::sync::Mutex<()>,
+    /// Reloads finished, whether they succeeded or not.
+    reloads: AtomicU64,
+    reloaded: Notify,
     pub restarts: AtomicU64,
     /// Restarts by why the worker went.
     pub restart_reasons: RestartCounts,
@@ -60,6 +66,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Where a worker booted now runs the app from.
+    pub fn paths(&self) -> Arc<Paths> {
+        lock(&self.paths).clone()
+    }
+
     /// A fresh path for a worker's response FIFO, if workers use pipes.
     pub fn next_fifo(&self) -> Option<std::path::PathBuf> {
         let dir = self.fifo_dir.as_ref()?;
@@ -107,12 +118,7 @@ impl Pool {
     /// background; requests wait for them (see [`Pool::wait_ready`]).
     pub async fn start(config: PoolConfig) -> Result<Pool, Error> {
         let php = PhpInfo::probe(&config.php).await?;
-        if !config.script.is_file() {
-            return Err(Error::boot(format!(
-                "worker script {} does not exist",
-                config.script.display()
-            )));
-        }
+        let paths = Arc::new(Paths::resolve(&config)?);
         let workers = config.workers.max(1);
         let open_basedir = config
             .ini
@@ -149,6 +155,7 @@ impl Pool {
         };
         let shared = Arc::new(Shared {
             php,
+            paths: Mutex::new(paths),
             dispatch: Mutex::new(Dispatch::default()),
             waiting: WaiterCount::default(),
             stopping: AtomicBool::new(false),
@@ -160,6 +167,8 @@ impl Pool {
             ready_notify: Notify::new(),
             supervisors: Mutex::new(Vec::new()),
             reloading: tokio::sync::Mutex::new(()),
+            reloads: AtomicU64::new(0),
+            reloaded: Notify::new(),
             restarts: AtomicU64::new(0),
             restart_reasons: RestartCounts::default(),
             booting: (0..workers).map(|_| Mutex::new(None)).collect(),
@@ -190,6 +199,14 @@ impl Pool {
 
     pub fn config(&self) -> &PoolConfig {
         &self.shared.config
+    }
+
+    /// Where workers booted now run the app from: the real paths of the
+    /// script, working directory and document root, as resolved at start
+    /// or by the last successful reload. A worker keeps the paths it was
+    /// booted from; a request sees its worker's.
+    pub fn paths(&self) -> Arc<Paths> {
+        self.shared.paths()
     }
 
     /// The handshake of the most recently booted worker, with the PHP
@@ -310,28 +327,53 @@ impl Pool {
     pub async fn dispatch(
         &self,
         len: usize,
-        encode: impl Fn(&mut BytesMut, u32),
+        encode: impl Fn(&mut BytesMut, u32, &Arc<Paths>),
     ) -> Result<Lease, Error> {
         dispatch::dispatch(&self.shared, len, encode).await
     }
 
     /// Replaces every worker with one running the code as it is now,
-    /// without dropping a request.
+    /// without dropping a request, and returns the paths they run from.
     ///
-    /// A trial worker boots first: if it fails (the new code is broken),
-    /// the running workers are left alone and keep serving, and the error
-    /// is returned. Then the workers are replaced one slot at a time: the
+    /// The script, working directory and document root are resolved again
+    /// first: after a deploy that switched a symlink, the new workers run
+    /// the release it now points to. A trial worker boots from those
+    /// paths: if it fails (the new code is broken), the running workers
+    /// are left alone and keep serving, the pool's paths stay as they
+    /// were, and the error is returned. Then the workers are replaced one slot at a time: the
     /// slot's supervisor boots the replacement while the old worker serves
     /// on, hands the slot over, and retires the old worker after its
     /// current request; the pool is never a worker short. A reload asked
     /// for while one runs waits for it.
-    pub async fn reload(&self) -> Result<(), Error> {
+    pub async fn reload(&self) -> Result<Arc<Paths>, Error> {
+        let _one_at_a_time = self.shared.reloading.lock().await;
+        let result = self.reload_now().await;
+        self.shared.reloads.fetch_add(1, Ordering::AcqRel);
+        self.shared.reloaded.notify_waiters();
+        result
+    }
+
+    /// How many reloads have finished (succeeded or failed), and a future
+    /// that completes when the next one does: for whoever follows what
+    /// the paths lead to (a file watcher). The future is registered when
+    /// this returns, so a reload that finishes after the count was read is
+    /// not missed.
+    pub fn reloads(&self) -> (u64, tokio::sync::futures::Notified<'_>) {
+        let next = self.shared.reloaded.notified();
+        (self.shared.reloads.load(Ordering::Acquire), next)
+    }
+
+    async fn reload_now(&self) -> Result<Arc<Paths>, Error> {
         let s = &self.shared;
-        let _one_at_a_time = s.reloading.lock().await;
         if s.stopping.load(Ordering::Acquire) {
             return Err(Error::unavailable("the pool is stopping"));
         }
-        let (trial, mut child) = crate::supervisor::boot(s, None).await?;
+        let resolved = Paths::resolve(&s.config)?;
+        let paths = match s.paths() {
+            same if *same == resolved => same,
+            _ => Arc::new(resolved),
+        };
+        let (trial, mut child) = crate::supervisor::boot(s, None, paths.clone()).await?;
         dispatch::stop_worker(&trial);
         if tokio::time::timeout(s.config.stop_timeout, child.wait())
             .await
@@ -341,6 +383,9 @@ impl Pool {
             let _ = child.wait().await;
         }
         drop(trial);
+        // Replacements booted from here on, by this reload or later, run
+        // from the new paths.
+        *lock(&s.paths) = paths.clone();
         for slot in &s.slots {
             let Some(old) = lock(slot).clone() else {
                 // Booting or failing to: it gets the new code anyway.
@@ -386,7 +431,7 @@ impl Pool {
                 let _ = tokio::time::timeout(Duration::from_millis(50), notified).await;
             }
         }
-        Ok(())
+        Ok(paths)
     }
 
     /// Kills every worker (and whatever it started) at once, for a server

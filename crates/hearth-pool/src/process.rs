@@ -12,7 +12,7 @@ use tokio::process::Child;
 
 use crate::php::{worker_command, PhpInfo};
 use crate::worker::Channel;
-use crate::{Error, PoolConfig};
+use crate::{Error, Paths, PoolConfig};
 
 /// Lines kept from a worker's output, to explain a failed boot.
 const TAIL_LINES: usize = 20;
@@ -50,15 +50,16 @@ impl OutputTail {
     }
 }
 
-/// Starts a worker. With `fifo` (a path in a private directory) it talks
+/// Starts a worker running the app from `paths`. With `fifo` (a path in a private directory) it talks
 /// over pipes: requests on its stdin, responses on a FIFO it opens at that
 /// path; without, over one socketpair on its stdin.
 pub(crate) fn spawn(
     config: &PoolConfig,
     info: &PhpInfo,
+    paths: &Paths,
     fifo: Option<&Path>,
 ) -> Result<Spawned, Error> {
-    let mut cmd = worker_command(config, info);
+    let mut cmd = worker_command(config, info, paths);
     let channel = match fifo {
         Some(path) => {
             use rustix::fs::{mkfifoat, open, Mode, OFlags, CWD};
@@ -91,7 +92,7 @@ pub(crate) fn spawn(
         Error::boot(format!(
             "cannot start {} {}: {e}",
             config.php.display(),
-            config.script.display()
+            paths.script.display()
         ))
     })?;
     // The command still holds the child's end of the channel; close it so

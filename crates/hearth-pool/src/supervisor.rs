@@ -13,7 +13,7 @@ use crate::observe::RestartReason;
 use crate::pool::Shared;
 use crate::process::{self, Spawned};
 use crate::worker::{Retire, Worker, WorkerShared};
-use crate::Error;
+use crate::{Error, Paths};
 
 /// Keeps one slot's worker running: boots it, hands it to the pool, waits
 /// for it to exit, and boots the next, backing off while boots fail.
@@ -35,7 +35,7 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
             tracing::debug!(slot, "requests are waiting: starting an extra worker");
         }
         shared.started.fetch_add(1, Ordering::Relaxed);
-        match boot(&shared, Some(slot)).await {
+        match boot(&shared, Some(slot), shared.paths()).await {
             Ok((worker, child)) => {
                 let ws = worker.shared.clone();
                 let pid = ws.pid;
@@ -73,7 +73,7 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                         continue;
                     }
                     shared.started.fetch_add(1, Ordering::Relaxed);
-                    match boot(&shared, Some(slot)).await {
+                    match boot(&shared, Some(slot), shared.paths()).await {
                         Ok((mut next, next_child)) => {
                             let old = std::mem::replace(&mut ws, next.shared.clone());
                             let old_watch = std::mem::replace(
@@ -269,9 +269,14 @@ impl Drop for Booting<'_> {
     }
 }
 
-/// Starts a worker and waits for its handshake, or for it to exit. With a
-/// slot, status reports show the worker as booting in it meanwhile.
-pub(crate) async fn boot(shared: &Shared, slot: Option<usize>) -> Result<(Worker, Child), Error> {
+/// Starts a worker running the app from `paths` and waits for its
+/// handshake, or for it to exit. With a slot, status reports show the
+/// worker as booting in it meanwhile.
+pub(crate) async fn boot(
+    shared: &Shared,
+    slot: Option<usize>,
+    paths: Arc<Paths>,
+) -> Result<(Worker, Child), Error> {
     let config = &shared.config;
     let fifo = shared.next_fifo();
     // The FIFO's name is only needed until the worker has opened it, which
@@ -283,13 +288,14 @@ pub(crate) async fn boot(shared: &Shared, slot: Option<usize>) -> Result<(Worker
         channel,
         tail,
         forwarders,
-    } = process::spawn(config, &shared.php, fifo.as_deref())?;
+    } = process::spawn(config, &shared.php, &paths, fifo.as_deref())?;
     let _booting = Booting(slot.map(|slot| {
         let mark = &shared.booting[slot];
         *lock(mark) = Some((pid, Instant::now()));
         mark
     }));
-    let mut worker = Worker::new(WorkerShared::new(pid, channel), config.max_payload);
+    let script = paths.script.clone();
+    let mut worker = Worker::new(WorkerShared::new(pid, channel, paths), config.max_payload);
     // Registered before the check, so a stop between the two is not missed.
     let stop = shared.stop.notified();
     tokio::pin!(stop);
@@ -337,7 +343,7 @@ pub(crate) async fn boot(shared: &Shared, slot: Option<usize>) -> Result<(Worker
         let output = tail.text();
         return Err(Error::boot(format!(
             "{} exited ({}) before its ready handshake{}{}",
-            config.script.display(),
+            script.display(),
             describe(&status),
             if output.is_empty() { "" } else { ":\n" },
             output
@@ -345,10 +351,7 @@ pub(crate) async fn boot(shared: &Shared, slot: Option<usize>) -> Result<(Worker
     }
     let _ = child.start_kill();
     let _ = child.wait().await;
-    Err(Error::boot(format!(
-        "{}: {failure}",
-        config.script.display()
-    )))
+    Err(Error::boot(format!("{}: {failure}", script.display())))
 }
 
 /// Waits for a worker to exit, ending it when asked to.
