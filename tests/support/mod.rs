@@ -587,3 +587,71 @@ pub fn as_root() -> Vec<String> {
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
+
+/// A temporary directory that every user can enter and read (mode 0755),
+/// for files that workers running as another user need.
+pub fn reachable_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    dir
+}
+
+/// Copies a file or a directory tree into an existing directory, readable
+/// by every user (files 0644, directories 0755) whatever the modes and
+/// umask of this checkout.
+pub fn copy_tree(from: &Path, to: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    if from.is_dir() {
+        std::fs::create_dir_all(to).expect("mkdir");
+        std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        for entry in std::fs::read_dir(from).expect("read dir") {
+            let entry = entry.expect("entry");
+            copy_tree(&entry.path(), &to.join(entry.file_name()));
+        }
+    } else {
+        std::fs::copy(from, to).expect("copy");
+        std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+}
+
+/// Runs a command to its end, with its output; panics (after killing it)
+/// if it has not ended within `timeout`.
+pub fn output_within(cmd: &mut Command, timeout: Duration) -> std::process::Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let _ = pipe.read_to_end(&mut out);
+            out
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("stderr")));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = stderr.join().unwrap_or_default();
+            panic!(
+                "{cmd:?} did not end within {timeout:?}; stderr:\n{}",
+                String::from_utf8_lossy(&err)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
+}

@@ -75,6 +75,9 @@ pub struct PoolConfig {
     /// Time idle past which a worker is replaced by a fresh one.
     pub idle_ttl: Option<Duration>,
     /// The user workers run as, when Hearth runs as root. None: Hearth's own.
+    /// The pool checks, when it starts and at every reload, that this user
+    /// can read the script and enter its directories, the working
+    /// directory and the document root.
     pub user: Option<WorkerUser>,
 }
 
@@ -84,12 +87,17 @@ pub struct WorkerUser {
     pub name: String,
     pub uid: u32,
     pub gid: u32,
+    /// Its supplementary groups, as `initgroups()` would set them (php-fpm
+    /// gives its workers theirs): the groups of `/etc/group` that list the
+    /// user. Workers get these and no other (root's are dropped).
+    pub groups: Vec<u32>,
 }
 
 impl WorkerUser {
-    /// Looks up `spec`: a user name from `/etc/passwd` (its primary group),
-    /// or `UID` or `UID:GID`. (Users known only to NSS services such as
-    /// LDAP need the numeric form.)
+    /// Looks up `spec`: a user name from `/etc/passwd` (its primary group,
+    /// and its supplementary groups from `/etc/group`), or `UID` or
+    /// `UID:GID`. (Users known only to NSS services such as LDAP need the
+    /// numeric form, and get no supplementary groups.)
     pub fn lookup(spec: &str) -> Result<WorkerUser, String> {
         let numeric = |s: &str| s.parse::<u32>().ok();
         if let Some((uid, gid)) = spec.split_once(':') {
@@ -98,6 +106,7 @@ impl WorkerUser {
                     name: spec.to_owned(),
                     uid,
                     gid,
+                    groups: Vec::new(),
                 }),
                 _ => Err(format!("{spec:?}: expected a user name, UID or UID:GID")),
             };
@@ -110,10 +119,12 @@ impl WorkerUser {
             }
             if fields[0] == spec || numeric(spec).is_some_and(|u| Some(u) == numeric(fields[2])) {
                 if let (Some(uid), Some(gid)) = (numeric(fields[2]), numeric(fields[3])) {
+                    let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
                     return Ok(WorkerUser {
                         name: fields[0].to_owned(),
                         uid,
                         gid,
+                        groups: member_of(&group, fields[0], gid),
                     });
                 }
             }
@@ -123,6 +134,7 @@ impl WorkerUser {
                 name: spec.to_owned(),
                 uid,
                 gid: uid,
+                groups: Vec::new(),
             }),
             None => Err(format!("no user {spec:?} in /etc/passwd")),
         }
@@ -131,6 +143,24 @@ impl WorkerUser {
     pub fn is_root(&self) -> bool {
         self.uid == 0
     }
+}
+
+/// The groups of an `/etc/group` text that list `user` as a member, other
+/// than its primary group.
+fn member_of(group_file: &str, user: &str, primary: u32) -> Vec<u32> {
+    let mut groups = Vec::new();
+    for line in group_file.lines() {
+        let fields: Vec<&str> = line.split(':').collect();
+        if fields.len() < 4 || !fields[3].split(',').any(|m| m.trim() == user) {
+            continue;
+        }
+        if let Ok(gid) = fields[2].parse::<u32>() {
+            if gid != primary && !groups.contains(&gid) {
+                groups.push(gid);
+            }
+        }
+    }
+    groups
 }
 
 impl PoolConfig {
@@ -162,5 +192,18 @@ impl PoolConfig {
             document_root: None,
             boot_hint: "does the script call Hearth\\Worker::serve()?".to_owned(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supplementary_groups_are_those_that_list_the_user() {
+        let file = "root:x:0:\nadm:x:4:syslog,www-data\nwww-data:x:33:www-data\n\
+                    deploy:x:1001: www-data ,alice\nother:x:1002:alice\n";
+        assert_eq!(member_of(file, "www-data", 33), vec![4, 1001]);
+        assert_eq!(member_of(file, "bob", 1000), Vec::<u32>::new());
     }
 }

@@ -8,6 +8,7 @@
 //! script fails to boot, and stops them politely, then firmly
 //! ([`Pool::shutdown`]).
 
+mod access;
 mod config;
 mod dispatch;
 mod error;

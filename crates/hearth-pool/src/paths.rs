@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::access::{self, Need};
 use crate::{Error, PoolConfig};
 
 /// The real paths of the app for one generation of workers: symlinks
@@ -26,7 +27,9 @@ pub struct Paths {
 }
 
 impl Paths {
-    /// Resolves the configured paths as they are now.
+    /// Resolves the configured paths as they are now, and checks that the
+    /// workers' user (if they run as another user than Hearth) can read
+    /// the script and enter the working directory and the document root.
     pub(crate) fn resolve(config: &PoolConfig) -> Result<Paths, Error> {
         let script = real("worker script", &config.script)?;
         if !script.is_file() {
@@ -43,6 +46,22 @@ impl Paths {
             Some(dir) => Some(directory("document root", dir)?),
             None => None,
         };
+        if let Some(user) = &config.user {
+            let check = |path: &Path, need: Need, what: &str| {
+                access::check(user, path, need).map_err(|why| {
+                    Error::config(format!(
+                        "workers run as {}, who must be able to {what} {}: {why}",
+                        user.name,
+                        path.display()
+                    ))
+                })
+            };
+            check(&script, Need::Read, "read the worker script")?;
+            check(&cwd, Need::Search, "enter their working directory")?;
+            if let Some(root) = &document_root {
+                check(root, Need::Search, "enter the document root")?;
+            }
+        }
         Ok(Paths {
             script,
             cwd,
