@@ -160,7 +160,11 @@ fn the_pool_grows_when_requests_wait_and_shrinks_when_idle() {
             "300ms",
         ],
     );
-    assert!(server.log().contains("1 worker ready"), "{}", server.log());
+    assert!(
+        server.log().contains("1 of 1 worker ready"),
+        "{}",
+        server.log()
+    );
     let slow = |n: usize| -> HashSet<serde_json::Value> {
         let threads: Vec<_> = (0..n)
             .map(|_| {

@@ -49,12 +49,17 @@ impl Server {
         server
     }
 
-    /// Waits for the "N workers ready" (or "1 worker ready") line.
+    /// Waits for the "N of N workers ready" (or "1 of 1 worker ready") line.
     pub fn wait_until_ready(&self) {
+        self.wait_for_ready_lines(1);
+    }
+
+    /// Waits until the log has said `n` times that every worker is ready
+    /// (again, after failures).
+    pub fn wait_for_ready_lines(&self, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            let log = self.log();
-            if log.contains(" workers ready") || log.contains(" worker ready") {
+            if self.log().lines().filter(|l| all_ready(l)).count() >= n {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -224,6 +229,25 @@ impl Drop for Server {
             let _ = self.child.wait();
         }
     }
+}
+
+/// Whether a log line says that every worker is ready: `2 of 2 workers
+/// ready`.
+pub fn all_ready(line: &str) -> bool {
+    let Some(before) = line
+        .split(" workers ready")
+        .next()
+        .filter(|_| line.contains(" workers ready"))
+        .or_else(|| {
+            line.split(" worker ready")
+                .next()
+                .filter(|_| line.contains(" worker ready"))
+        })
+    else {
+        return false;
+    };
+    let words: Vec<&str> = before.split_whitespace().collect();
+    matches!(words.as_slice(), [.., ready, "of", wanted] if ready == wanted)
 }
 
 fn strip_ansi(s: &str) -> String {

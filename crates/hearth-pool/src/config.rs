@@ -38,6 +38,13 @@ pub struct PoolConfig {
     /// What a worker script that never completes its handshake should be
     /// checked for, said in the boot error.
     pub boot_hint: String,
+    /// The call that starts a worker's loop and its handshake, named in
+    /// the boot error of a script that exits by itself (status 0) without
+    /// making it: the usual first mistake, a plain script that runs once.
+    pub entry_point: String,
+    /// Said in that boot error after the entry point: how a worker script
+    /// should look, and where to read more.
+    pub entry_help: String,
     /// How long a worker may take from spawn to its ready handshake.
     pub boot_timeout: Duration,
     /// How long a request may wait for a free worker before it is refused.
@@ -191,6 +198,11 @@ impl PoolConfig {
             cwd: None,
             document_root: None,
             boot_hint: "does the script call Hearth\\Worker::serve()?".to_owned(),
+            entry_point: "Hearth\\Worker::serve()".to_owned(),
+            entry_help: "A worker script boots the app, then calls \
+                         Hearth\\Worker::serve(fn () => ...) to handle requests; see \
+                         docs/getting-started.md, \"Write a worker script\"."
+                .to_owned(),
         }
     }
 }

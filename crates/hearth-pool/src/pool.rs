@@ -1,7 +1,7 @@
 //! The pool: its public face, and the state its supervisors and requests
 //! share.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -39,6 +39,10 @@ pub(crate) struct Shared {
     pub slots: Vec<Mutex<Option<Arc<WorkerShared>>>>,
     /// Slots whose worker currently fails to boot.
     pub failing: AtomicUsize,
+    /// Each slot's failed boots in a row, since its last worker booted.
+    pub boot_failures: Vec<AtomicU32>,
+    /// Whether any worker has booted since the pool started.
+    pub booted: AtomicBool,
     pub last_boot_error: Mutex<Option<String>>,
     /// The most recent handshake: the PHP settings requests are shaped by.
     pub ready: Mutex<Option<Arc<Ready>>>,
@@ -162,6 +166,8 @@ impl Pool {
             stop: Notify::new(),
             slots: (0..workers).map(|_| Mutex::new(None)).collect(),
             failing: AtomicUsize::new(0),
+            boot_failures: (0..workers).map(|_| AtomicU32::new(0)).collect(),
+            booted: AtomicBool::new(false),
             last_boot_error: Mutex::new(None),
             ready: Mutex::new(None),
             ready_notify: Notify::new(),
@@ -233,6 +239,42 @@ impl Pool {
                 return false;
             }
         }
+    }
+
+    /// Waits until the pool's first worker has booted. Fails when, before
+    /// any has, every slot that boots at start has failed `attempts` boots
+    /// in a row: a script that cannot boot, for which waiting longer would
+    /// only mean answering 503s. Returns at once when the pool stops.
+    ///
+    /// Each boot attempt is bounded by the boot timeout, so this ends.
+    pub async fn wait_started(&self, attempts: u32) -> Result<(), Error> {
+        let s = &self.shared;
+        let starting = s.config.min_workers.clamp(1, s.slots.len());
+        loop {
+            let changed = s.ready_notify.notified();
+            let stop = s.stop.notified();
+            if s.booted.load(Ordering::Acquire) || s.stopping.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            let failed = &s.boot_failures[..starting];
+            if failed.iter().all(|f| f.load(Ordering::Acquire) >= attempts) {
+                return Err(Error::boot(format!(
+                    "no worker could boot ({attempts} attempts in a row): {}",
+                    self.boot_error().unwrap_or_default()
+                )));
+            }
+            tokio::select! {
+                () = changed => {}
+                () = stop => {}
+            }
+        }
+    }
+
+    /// Completes at the next change in the pool's workers: one booted,
+    /// exited or failed to boot. Made before reading [`Pool::status`], it
+    /// misses no change after that.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.shared.ready_notify.notified()
     }
 
     /// Why the last worker that failed to boot failed.

@@ -47,6 +47,8 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                         "worker booted again after {failures} failed attempt(s)"
                     );
                 }
+                shared.boot_failures[slot].store(0, Ordering::Release);
+                shared.booted.store(true, Ordering::Release);
                 *lock(&shared.slots[slot]) = Some(ws.clone());
                 *lock(&shared.ready) = Some(worker.ready.clone());
                 let mut worker = worker;
@@ -182,14 +184,19 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                 if !marked_failing {
                     shared.failing.fetch_add(1, Ordering::AcqRel);
                     marked_failing = true;
-                    shared.ready_notify.notify_waiters();
                 }
                 let delay = backoff(failures, shared.config.max_backoff);
-                tracing::error!(
-                    "worker failed to boot (attempt {failures}, next in {:.1}s): {e}",
-                    delay.as_secs_f64()
-                );
+                if shared.stopping.load(Ordering::Acquire) {
+                    tracing::debug!("worker boot ended by the shutdown: {e}");
+                } else {
+                    tracing::error!(
+                        "worker failed to boot (attempt {failures}, next in {:.1}s): {e}",
+                        delay.as_secs_f64()
+                    );
+                }
                 *lock(&shared.last_boot_error) = Some(e.to_string());
+                shared.boot_failures[slot].store(failures, Ordering::Release);
+                shared.ready_notify.notify_waiters();
                 pause(&shared, delay).await;
             }
         }
@@ -286,7 +293,7 @@ pub(crate) async fn boot(
         mut child,
         pid,
         channel,
-        tail,
+        output,
         forwarders,
     } = process::spawn(config, &shared.php, &paths, fifo.as_deref())?;
     let _booting = Booting(slot.map(|slot| {
@@ -312,6 +319,7 @@ pub(crate) async fn boot(
                 Ok(ready) if ready.protocol == u32::from(hearth_proto::VERSION) => {
                     worker.ready = Arc::new(ready);
                     worker.started = Instant::now();
+                    output.release();
                     return Ok((worker, child));
                 }
                 Ok(ready) => format!(
@@ -334,24 +342,48 @@ pub(crate) async fn boot(
         _ = child.wait() => String::new(),
         _ = &mut stop => "stopped while booting".to_owned(),
     };
-    if failure.is_empty() {
+    let exited = failure.is_empty();
+    let status = if exited {
         // The worker exited (or closed its end) before the handshake.
-        let status = child.wait().await;
-        for f in forwarders {
-            let _ = tokio::time::timeout(Duration::from_secs(1), f).await;
-        }
-        let output = tail.text();
-        return Err(Error::boot(format!(
-            "{} exited ({}) before its ready handshake{}{}",
-            script.display(),
-            describe(&status),
-            if output.is_empty() { "" } else { ":\n" },
-            output
-        )));
+        child.wait().await
+    } else {
+        let _ = child.start_kill();
+        child.wait().await
+    };
+    // What it printed, all of it: the pipes close when it is gone.
+    for f in forwarders {
+        let _ = tokio::time::timeout(Duration::from_secs(1), f).await;
     }
-    let _ = child.start_kill();
-    let _ = child.wait().await;
-    Err(Error::boot(format!("{}: {failure}", script.display())))
+    let printed = output.take_for_error().join("\n");
+    let said = |text: &str| {
+        if printed.is_empty() {
+            format!("{text}; it printed nothing")
+        } else {
+            format!("{text}:\n{printed}")
+        }
+    };
+    Err(Error::boot(match &status {
+        Ok(status) if exited && status.success() => format!(
+            "{} exited without calling {}. {}{}",
+            script.display(),
+            config.entry_point,
+            config.entry_help,
+            if printed.is_empty() {
+                " It printed nothing.".to_owned()
+            } else if !printed.contains('\n') && printed.len() <= 200 {
+                format!(" It printed {printed:?}.")
+            } else {
+                format!("\nIt printed:\n{printed}")
+            }
+        ),
+        _ if exited => said(&format!(
+            "{} exited while booting ({})",
+            script.display(),
+            describe(&status)
+        )),
+        _ if failure == "stopped while booting" => format!("{}: {failure}", script.display()),
+        _ => said(&format!("{}: {failure}", script.display())),
+    }))
 }
 
 /// Waits for a worker to exit, ending it when asked to.

@@ -406,7 +406,7 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
     let pool = Pool::start(setup.pool.clone()).await?;
     let php = pool.php();
     tracing::info!(
-        "hearth {} serving {} on {}://{addr} with {} ({} {}, {})",
+        "hearth {} starting {} on {}://{addr} with {} ({} {}, {})",
         env!("CARGO_PKG_VERSION"),
         if setup.demo {
             "the built-in demo".to_owned()
@@ -450,18 +450,33 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         }
     };
     tokio::spawn(reloader(pool.clone(), setup.watch.clone()));
-    let ready = pool.clone();
-    let workers = setup.pool.min_workers.min(setup.pool.workers);
+    tokio::spawn(report_readiness(
+        pool.clone(),
+        setup.pool.min_workers.min(setup.pool.workers),
+    ));
+    // A script that cannot boot at start ends `hearth serve` with the
+    // reason, instead of leaving a server that answers 503 forever. Once a
+    // worker has booted, failures are retried with a backoff instead.
+    let (gave_up_tx, gave_up) = tokio::sync::oneshot::channel();
+    let starting = pool.clone();
     tokio::spawn(async move {
-        if ready.wait_ready(Duration::from_secs(3600)).await {
-            tracing::info!("{} ready", plural(workers, "worker"));
+        if let Err(e) = starting.wait_started(START_ATTEMPTS).await {
+            let _ = gave_up_tx.send(e);
         }
     });
+    let failed_start = std::sync::Arc::new(std::sync::Mutex::new(None));
 
     let stopping = observing.stopping.clone();
     let (pool_for_signals, observing_stop) = (pool.clone(), observing.stop.clone());
+    let failure = failed_start.clone();
     let shutdown = async move {
-        shutdown_signal(pool_for_signals, observing_stop).await;
+        tokio::select! {
+            () = shutdown_signal(pool_for_signals, observing_stop) => {}
+            Ok(e) = gave_up => {
+                tracing::error!("stopping: the worker script cannot boot");
+                *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+            }
+        }
         stopping.store(true, std::sync::atomic::Ordering::Release);
     };
     hearth_http::serve(
@@ -478,7 +493,51 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
     tracing::info!("stopped");
     // Removes the control socket.
     drop(observing);
-    Ok(())
+    let failure = failed_start
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    match failure {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// At start, how many boots in a row may fail in every slot before
+/// `hearth serve` gives up. A script that fails this often before any
+/// worker ever booted (a syntax error, a missing `Worker::serve()` call, a
+/// missing extension) fails every time; a restart by the service manager
+/// covers what may pass (a database not up yet).
+const START_ATTEMPTS: u32 = 3;
+
+/// Logs how many of the workers wanted are ready: once all are (`2 of 2
+/// workers ready`), and whenever some fail to boot (`0 of 2 workers
+/// ready; 2 failing to boot`) until all are again. A worker replaced
+/// without trouble logs nothing here.
+async fn report_readiness(pool: Pool, wanted: usize) {
+    let mut said = None;
+    loop {
+        let changed = pool.changed();
+        if pool.is_stopping() {
+            return;
+        }
+        let status = pool.status();
+        let now = (status.live.min(wanted), status.failing);
+        if said != Some(now) {
+            let (ready, failing) = now;
+            if failing > 0 {
+                tracing::warn!(
+                    "{ready} of {} ready; {failing} failing to boot",
+                    plural(wanted, "worker")
+                );
+                said = Some(now);
+            } else if ready == wanted {
+                tracing::info!("{ready} of {} ready", plural(wanted, "worker"));
+                said = Some(now);
+            }
+        }
+        changed.await;
+    }
 }
 
 fn plural(n: usize, word: &str) -> String {
