@@ -382,11 +382,12 @@ impl Pool {
     /// the release it now points to. A trial worker boots from those
     /// paths: if it fails (the new code is broken), the running workers
     /// are left alone and keep serving, the pool's paths stay as they
-    /// were, and the error is returned. Then the workers are replaced one slot at a time: the
-    /// slot's supervisor boots the replacement while the old worker serves
-    /// on, hands the slot over, and retires the old worker after its
-    /// current request; the pool is never a worker short. A reload asked
-    /// for while one runs waits for it.
+    /// were, and the error is returned. Then the workers are replaced one
+    /// slot at a time: the slot's supervisor boots the replacement (from
+    /// the new paths) while the old worker serves on, hands the slot over,
+    /// and retires the old worker after its current request; the pool is
+    /// never a worker short. A reload asked for while one runs waits for
+    /// it.
     pub async fn reload(&self) -> Result<Arc<Paths>, Error> {
         let _one_at_a_time = self.shared.reloading.lock().await;
         let result = self.reload_now().await;

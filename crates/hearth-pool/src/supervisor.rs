@@ -354,6 +354,12 @@ pub(crate) async fn boot(
     for f in forwarders {
         let _ = tokio::time::timeout(Duration::from_secs(1), f).await;
     }
+    let stopped = failure == "stopped while booting";
+    if stopped {
+        // Not a failure of the script: what it printed goes to the log.
+        output.release();
+        return Err(Error::boot(format!("{}: {failure}", script.display())));
+    }
     let printed = output.take_for_error().join("\n");
     let said = |text: &str| {
         if printed.is_empty() {
@@ -381,7 +387,6 @@ pub(crate) async fn boot(
             script.display(),
             describe(&status)
         )),
-        _ if failure == "stopped while booting" => format!("{}: {failure}", script.display()),
         _ => said(&format!("{}: {failure}", script.display())),
     }))
 }
