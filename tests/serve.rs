@@ -474,42 +474,6 @@ fn a_worker_killed_mid_request_fails_only_that_request() {
 }
 
 #[test]
-fn a_script_broken_at_boot_gets_503_then_recovers_when_fixed() {
-    let dir = support::tempdir();
-    let script = dir.path().join("worker.php");
-    std::fs::write(
-        &script,
-        "<?php\nthrow new LogicException('config missing: DATABASE_URL');\n",
-    )
-    .expect("write");
-    let server = Server::spawn(&script, &["--workers", "1"]);
-    server.wait_for_log("worker failed to boot", Duration::from_secs(10));
-    assert!(
-        server.log().contains("config missing: DATABASE_URL"),
-        "the boot error is logged:\n{}",
-        server.log()
-    );
-    let r = server.get("/");
-    assert_eq!(r.status, 503);
-    assert_eq!(r.header("retry-after"), Some("1"));
-
-    let autoload = support::root().join("php/autoload.php");
-    std::fs::write(
-        &script,
-        format!(
-            "<?php\nrequire '{}';\nHearth\\Worker::serve(function () {{ echo 'fixed'; }});\n",
-            autoload.display()
-        ),
-    )
-    .expect("fix");
-    let r = eventually(Duration::from_secs(20), "the fixed worker to boot", || {
-        let r = server.get("/");
-        (r.status == 200).then_some(r)
-    });
-    assert_eq!(r.text(), "fixed");
-}
-
-#[test]
 fn bodies_over_the_limit_get_413_before_any_worker_sees_them() {
     let server = Server::start(
         &fixture("app.php"),

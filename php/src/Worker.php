@@ -32,6 +32,19 @@ final class Worker
      */
     public static function serve(callable $handler): void
     {
+        $protocol = getenv('HEARTH_PROTOCOL');
+        if (Runtime::current() === null && $protocol !== false && $protocol !== (string) Internal\Frame::VERSION) {
+            // Started by a Hearth that speaks another protocol: serving the
+            // one request a plain SAPI has would look like a script that
+            // never calls serve().
+            fwrite(fopen('php://stderr', 'w'), sprintf(
+                "hearth: this PHP library speaks protocol %d, but the hearth that started this worker "
+                . "speaks protocol %s; use the PHP library that came with that hearth\n",
+                Internal\Frame::VERSION,
+                $protocol,
+            ));
+            exit(1);
+        }
         if (!self::isManaged()) {
             $handler();
             return;

@@ -3,12 +3,11 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::os::unix::ffi::OsStrExt as _;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use bytes::BytesMut;
-use hearth_pool::Pool;
+use hearth_pool::{Paths, Pool};
 use hearth_proto::{begin_frame, encode_frame, end_frame, Kind};
 use http::{HeaderValue, Request, Response, StatusCode};
 use hyper::body::{Body as _, Incoming};
@@ -29,20 +28,20 @@ use crate::tls::TlsConfig;
 use crate::{compress, static_files};
 
 /// How the HTTP front behaves.
+///
+/// Where the app lives is the pool's to say ([`Pool::paths`]): static files
+/// come from its document root, if it has one (a GET or HEAD for a file
+/// under it is answered from disk, everything else goes to PHP), and a
+/// request's `SCRIPT_*` and `DOCUMENT_ROOT` are those of the release its
+/// worker runs. Both follow reloads.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
-    /// Where the worker script sits (for `SCRIPT_*` and `DOCUMENT_ROOT`).
-    pub script: Script,
     /// `SERVER_NAME`.
     pub server_name: String,
     /// Proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed:
     /// a request from one of them gets the client's address as
     /// `REMOTE_ADDR`, and `HTTPS=on` when the client used https.
     pub trusted_proxies: Vec<ipnet::IpNet>,
-    /// Document root for static files: absolute, symlinks resolved. A GET
-    /// or HEAD for a file under it is answered from disk; everything else
-    /// goes to PHP. None: every request goes to PHP.
-    pub root: Option<PathBuf>,
     /// Compress responses on the fly (gzip, brotli) for clients that
     /// accept it: static files, and whole PHP responses.
     pub compression: bool,
@@ -104,13 +103,17 @@ pub struct ServeConfig {
     pub observer: Observer,
 }
 
+impl Default for ServeConfig {
+    fn default() -> ServeConfig {
+        ServeConfig::new()
+    }
+}
+
 impl ServeConfig {
-    pub fn new(script: Script) -> ServeConfig {
+    pub fn new() -> ServeConfig {
         ServeConfig {
-            script,
             server_name: "localhost".into(),
             trusted_proxies: Vec::new(),
-            root: None,
             compression: true,
             server_software: concat!("hearth/", env!("CARGO_PKG_VERSION")).into(),
             max_body_size: 8 << 20,
@@ -144,6 +147,29 @@ struct App {
     body_budget: Arc<body::Budget>,
     /// Said once: workers cannot read spooled bodies.
     warned_no_body_files: std::sync::atomic::AtomicBool,
+    scripts: Scripts,
+}
+
+/// The script as described to PHP, for the paths workers run from: worked
+/// out once per set of paths (once per reload), not per request. The two
+/// most recent are kept, for the old and the new workers of a reload.
+#[derive(Debug, Default)]
+struct Scripts(Mutex<Vec<(Arc<Paths>, Arc<Script>)>>);
+
+impl Scripts {
+    fn of(&self, paths: &Arc<Paths>) -> Arc<Script> {
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, script)) = known.iter().find(|(p, _)| Arc::ptr_eq(p, paths)) {
+            return script.clone();
+        }
+        let script = Arc::new(Script::describe(
+            &paths.script,
+            paths.document_root.as_deref(),
+        ));
+        known.insert(0, (paths.clone(), script.clone()));
+        known.truncate(2);
+        script
+    }
 }
 
 /// Serves HTTP (see [`ServeConfig::tls`] and [`ServeConfig::h2c`]) on `listener` until `shutdown` completes, then stops
@@ -157,7 +183,6 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let app = Arc::new(App {
         info: ServerInfo {
-            script: config.script.clone(),
             server_name: config.server_name.clone(),
             server_software: config.server_software.clone(),
             trusted_proxies: config.trusted_proxies.clone(),
@@ -166,6 +191,7 @@ pub async fn serve(
         warned_no_body_files: std::sync::atomic::AtomicBool::new(false),
         pool,
         config,
+        scripts: Scripts::default(),
     });
     let config = &app.config;
     let limits = Limits {
@@ -390,9 +416,12 @@ async fn respond(
     let (parts, incoming) = req.into_parts();
     let config = &app.config;
 
-    if let Some(root) = &config.root {
-        if let Some(response) = static_files::respond(root, config.compression, &parts).await {
-            return Ok(response);
+    if app.pool.config().document_root.is_some() {
+        let paths = app.pool.paths();
+        if let Some(root) = &paths.document_root {
+            if let Some(response) = static_files::respond(root, config.compression, &parts).await {
+                return Ok(response);
+            }
         }
     }
 
@@ -476,9 +505,10 @@ async fn respond(
         request_body.len > 0 || request_body.form.is_some() || request_body.file.is_some();
     let body_len = has_body.then_some(request_body.len);
     let chunk = config.body_chunk.max(1);
-    let encode = |buf: &mut BytesMut, id: u32| {
+    let encode = |buf: &mut BytesMut, id: u32, paths: &Arc<Paths>| {
+        let script = app.scripts.of(paths);
         let at = begin_frame(buf, Kind::Request, 0, id);
-        cgi::write_server_vars(buf, &parts, &conn, &app.info, body_len, now);
+        cgi::write_server_vars(buf, &parts, &conn, &app.info, &script, body_len, now);
         end_frame(buf, at);
         for piece in request_body.raw.chunks(chunk) {
             encode_frame(buf, Kind::Body, 0, id, piece);
