@@ -36,7 +36,7 @@ test-php:
 
 lint:
 	@if $(CARGO) fmt --version >/dev/null 2>&1; then $(CARGO) fmt --all -- --check; else echo "rustfmt not installed: skipping cargo fmt --check"; fi
-	@if $(CARGO) clippy --version >/dev/null 2>&1; then $(CARGO) clippy --workspace --all-targets -- -D warnings; else echo "clippy not installed: skipping cargo clippy"; fi
+	@if $(CARGO) clippy --version >/dev/null 2>&1; then $(CARGO) clippy --workspace --all-targets --all-features -- -D warnings; else echo "clippy not installed: skipping cargo clippy"; fi
 	@for f in $$(git ls-files '*.php'); do php -l "$$f" >/dev/null || exit 1; done; echo "php -l: ok"
 	@if command -v $(PHPCS) >/dev/null 2>&1; then $(PHPCS) --standard=PSR12 php/src php/tests php/autoload.php examples; else echo "phpcs not installed: skipping PSR-12 check"; fi
 
