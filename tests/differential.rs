@@ -427,6 +427,55 @@ fn every_session_path_matches() {
     );
 }
 
+/// Session settings an app sets once, when its first request builds the
+/// service that uses them, hold for every later request of the worker, as
+/// they hold for every request under php-fpm, where each request builds
+/// the service again. Symfony 5.4's session storage sets
+/// session.cache_limiter this way: from the second request of a worker,
+/// Hearth restored PHP's default and sent PHP's cache headers (Expires:
+/// Thu, 19 Nov 1981...) besides Symfony's. The requests go past the 64
+/// after which the library compares every setting with its boot value.
+#[test]
+fn session_settings_an_app_sets_once_hold_for_later_requests() {
+    let both = Both::start_with(&["--workers", "1"]);
+    let (f_ids, h_ids) = (SessionIds::default(), SessionIds::default());
+    let (mut f_jar, mut h_jar) = (CookieJar::default(), CookieJar::default());
+    let mut differences = Vec::new();
+    for i in 0..70 {
+        if i % 10 == 0 {
+            // A new client now and then: a new session, a new cookie.
+            (f_jar, h_jar) = (CookieJar::default(), CookieJar::default());
+        }
+        let send = |jar: &CookieJar, addr| {
+            let mut req = Req::new("GET", "/session/configured-once");
+            if !jar.header().is_empty() {
+                req = req.header("Cookie", &jar.header());
+            }
+            req.send(addr)
+        };
+        let (f, h) = (send(&f_jar, both.fpm.addr), send(&h_jar, both.hearth.addr));
+        assert!(f.header("expires").is_none(), "php-fpm: {:?}", f.headers);
+        differences.extend(difference(
+            &format!("request {}", i + 1),
+            (&f, &|s: &str| f_ids.name(s)),
+            (&h, &|s: &str| h_ids.name(s)),
+        ));
+        f_jar.store(&f);
+        h_jar.store(&h);
+    }
+    assert!(
+        differences.is_empty(),
+        "{} responses differ from php-fpm's:\n{}",
+        differences.len(),
+        differences.join("\n")
+    );
+    assert!(
+        !both.hearth.log().contains("session."),
+        "no session setting was restored: {}",
+        both.hearth.log()
+    );
+}
+
 #[test]
 fn exit_and_errors_match() {
     let both = Both::start();
