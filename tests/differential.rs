@@ -99,9 +99,14 @@ impl Both {
     /// Hearth started with `extra` flags (`--workers 1` puts every request
     /// on one worker, where what a request leaves behind would show).
     fn start_with(extra: &[&str]) -> Both {
+        Both::start_script("index.php", extra)
+    }
+
+    /// With `script`, a front controller in the legacy app's directory.
+    fn start_script(script: &str, extra: &[&str]) -> Both {
         let docroot = fixture("legacy");
-        let fpm = Reference::start(&docroot, "index.php");
-        let hearth = Server::start(&docroot.join("index.php"), extra);
+        let fpm = Reference::start(&docroot, script);
+        let hearth = Server::start(&docroot.join(script), extra);
         Both { fpm, hearth }
     }
 
@@ -427,6 +432,117 @@ fn every_session_path_matches() {
     );
 }
 
+/// Session settings an app sets once, when its first request builds the
+/// service that uses them, hold for every later request of the worker, as
+/// they hold for every request under php-fpm, where each request builds
+/// the service again. Symfony 5.4's session storage sets
+/// session.cache_limiter this way: from the second request of a worker,
+/// Hearth restored PHP's default and sent PHP's cache headers (Expires:
+/// Thu, 19 Nov 1981...) besides Symfony's. The requests go past the 64
+/// after which the library compares every setting with its boot value.
+#[test]
+fn session_settings_an_app_sets_once_hold_for_later_requests() {
+    let both = Both::start_with(&["--workers", "1"]);
+    let (f_ids, h_ids) = (SessionIds::default(), SessionIds::default());
+    let (mut f_jar, mut h_jar) = (CookieJar::default(), CookieJar::default());
+    let mut differences = Vec::new();
+    for i in 0..70 {
+        if i % 10 == 0 {
+            // A new client now and then: a new session, a new cookie.
+            (f_jar, h_jar) = (CookieJar::default(), CookieJar::default());
+        }
+        let send = |jar: &CookieJar, addr| {
+            let mut req = Req::new("GET", "/session/configured-once");
+            if !jar.header().is_empty() {
+                req = req.header("Cookie", &jar.header());
+            }
+            req.send(addr)
+        };
+        let (f, h) = (send(&f_jar, both.fpm.addr), send(&h_jar, both.hearth.addr));
+        assert!(f.header("expires").is_none(), "php-fpm: {:?}", f.headers);
+        differences.extend(difference(
+            &format!("request {}", i + 1),
+            (&f, &|s: &str| f_ids.name(s)),
+            (&h, &|s: &str| h_ids.name(s)),
+        ));
+        f_jar.store(&f);
+        h_jar.store(&h);
+    }
+    assert!(
+        differences.is_empty(),
+        "{} responses differ from php-fpm's:\n{}",
+        differences.len(),
+        differences.join("\n")
+    );
+    assert!(
+        !both.hearth.log().contains("session."),
+        "no session setting was restored: {}",
+        both.hearth.log()
+    );
+}
+
+/// An app's own session name, set during the request with session_name()
+/// or ini_set('session.name') (as Symfony's `name` option does), or at
+/// boot before Worker::serve(): sessions last from request to request, as
+/// under php-fpm, on a worker that has served sessions before, also for
+/// a client that has a cookie of PHP's default name too. Hearth used to
+/// take the session id from the cookie named at boot, whatever name the
+/// app set in the request: such sessions never lasted past one request.
+#[test]
+fn session_names_the_app_sets_match() {
+    for (script, path) in [
+        ("index.php", "/session/named"),
+        ("index.php", "/session/ini-named"),
+        ("named-at-boot.php", "/session/start"),
+    ] {
+        let both = Both::start_script(script, &["--workers", "1"]);
+        let (f_ids, h_ids) = (SessionIds::default(), SessionIds::default());
+        let mut differences = Vec::new();
+        let mut visit = |name: &str, jars: &mut (CookieJar, CookieJar), extra_cookie: &str| {
+            let send = |jar: &CookieJar, addr| {
+                let cookies = [jar.header(), extra_cookie.to_owned()]
+                    .into_iter()
+                    .filter(|c| !c.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                let mut req = Req::new("GET", path);
+                if !cookies.is_empty() {
+                    req = req.header("Cookie", &cookies);
+                }
+                req.send(addr)
+            };
+            let (f, h) = (
+                send(&jars.0, both.fpm.addr),
+                send(&jars.1, both.hearth.addr),
+            );
+            assert_eq!(f.status, 200, "php-fpm: {}", f.text());
+            differences.extend(difference(
+                &format!("{script} {path}, {name}"),
+                (&f, &|s: &str| f_ids.name(s)),
+                (&h, &|s: &str| h_ids.name(s)),
+            ));
+            jars.0.store(&f);
+            jars.1.store(&h);
+            f.text()
+        };
+        let mut first = (CookieJar::default(), CookieJar::default());
+        let mut second = (CookieJar::default(), CookieJar::default());
+        let stray = "PHPSESSID=0123456789abcdefghijklmnop";
+        visit("a new client", &mut first, "");
+        let again = visit("the same client", &mut first, "");
+        assert!(again.contains(r#"session={"n":2}"#), "php-fpm: {again}");
+        visit("a client with a PHPSESSID cookie too", &mut second, stray);
+        visit("the first client again", &mut first, "");
+        visit("the second client again", &mut second, stray);
+        assert!(
+            differences.is_empty(),
+            "{} responses differ from php-fpm's:\n{}",
+            differences.len(),
+            differences.join("\n")
+        );
+    }
+}
+
 #[test]
 fn exit_and_errors_match() {
     let both = Both::start();
@@ -562,7 +678,11 @@ fn session_id_len(s: &str) -> usize {
         .unwrap_or(s.len())
 }
 
-/// Names session ids (what follows `PHPSESSID=`) by the order in which
+/// The session cookie names of the legacy app: PHP's default and its own.
+const SESSION_COOKIES: &[&str] = &["PHPSESSID", "APPSESS", "INISESS", "BOOTSESS"];
+
+/// Names session ids (what follows `PHPSESSID=` and the app's other
+/// session cookie names) by the order in which
 /// one side first sent them, `<sid:1>`, `<sid:2>`..., rather than by their
 /// random value, so that both sides compare equal when they hand out and
 /// take back the same ids in the same places. Cookie dates (`expires=`),
@@ -572,20 +692,23 @@ struct SessionIds(std::cell::RefCell<Vec<String>>);
 
 impl SessionIds {
     fn name(&self, s: &str) -> String {
-        let s = replace_values(s, "PHPSESSID=", session_id_len, |id| {
-            if id.is_empty() || id == "deleted" {
-                return id.to_owned();
-            }
-            let mut seen = self.0.borrow_mut();
-            let n = match seen.iter().position(|s| s == id) {
-                Some(i) => i + 1,
-                None => {
-                    seen.push(id.to_owned());
-                    seen.len()
+        let mut s = s.to_owned();
+        for cookie in SESSION_COOKIES {
+            s = replace_values(&s, &format!("{cookie}="), session_id_len, |id| {
+                if id.is_empty() || id == "deleted" {
+                    return id.to_owned();
                 }
-            };
-            format!("<sid:{n}>")
-        });
+                let mut seen = self.0.borrow_mut();
+                let n = match seen.iter().position(|s| s == id) {
+                    Some(i) => i + 1,
+                    None => {
+                        seen.push(id.to_owned());
+                        seen.len()
+                    }
+                };
+                format!("<sid:{n}>")
+            });
+        }
         replace_values(
             &s,
             "expires=",

@@ -228,7 +228,6 @@ fn the_slim_example_behaves_as_under_php_fpm() {
 }
 
 #[test]
-#[ignore = "worker mode restores session.* ini values that Symfony sets once; being fixed"]
 fn the_symfony_example_behaves_as_under_php_fpm() {
     let requests = [
         ("home", Req::new("GET", "/")),

@@ -356,6 +356,34 @@ fn sessions_persist_per_client_and_are_never_shared() {
     assert_eq!(a3["id"], a1["id"]);
 }
 
+/// A worker takes the session id from the cookie of the session name in
+/// force when the request begins: the name the app set at boot, or in an
+/// earlier request. A request that changes the name before it starts a
+/// session cannot have the cookie of the new name read; the log says so,
+/// and the next requests use the new name.
+#[test]
+fn a_session_name_changed_between_requests_is_logged() {
+    let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    assert_eq!(server.get("/session").json()["count"], 1);
+    let mut jar = CookieJar::default();
+    let mut session = |path: &str| {
+        let mut req = Req::new("GET", path);
+        if !jar.header().is_empty() {
+            req = req.header("Cookie", &jar.header());
+        }
+        let r = req.send(server.addr);
+        jar.store(&r);
+        r.json()
+    };
+    assert_eq!(session("/session?name=OTHER")["count"], 1);
+    server.wait_for_log(
+        "the app changed the session name from PHPSESSID to OTHER during the request",
+        Duration::from_secs(10),
+    );
+    assert_eq!(session("/session?name=OTHER")["count"], 2);
+    assert_eq!(session("/session?name=OTHER")["count"], 3);
+}
+
 #[test]
 fn exit_sends_what_was_produced_and_the_worker_is_replaced() {
     let server = Server::start(&fixture("app.php"), &["--workers", "1"]);

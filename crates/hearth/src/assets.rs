@@ -1,7 +1,8 @@
 //! Files built into the binary: the PHP library and the demo worker.
 //!
 //! `hearth serve` with no script runs the demo, which needs both on disk.
-//! They are written once per version to a private directory.
+//! They are written to a private directory named after a hash of their
+//! content, so that two builds with different files never share one.
 
 use std::fs;
 use std::io;
@@ -40,13 +41,87 @@ const FILES: &[(&str, &str)] = &[
     ("demo/worker.php", include_str!("../assets/demo-worker.php")),
 ];
 
+/// A set of files to extract, with the hash of their content.
+struct Library<'a> {
+    files: &'a [(&'a str, &'a str)],
+    hash: u64,
+}
+
+/// The built-in files, hashed when Hearth is compiled.
+const BUILT_IN: Library<'static> = Library::new(FILES);
+
+impl<'a> Library<'a> {
+    const fn new(files: &'a [(&'a str, &'a str)]) -> Library<'a> {
+        Library {
+            files,
+            hash: content_hash(files),
+        }
+    }
+
+    /// The directory under `parent` for these files. The version keeps it
+    /// readable; the hash keeps apart two builds of the same version whose
+    /// files differ (two checkouts, a change without a version bump, a CI
+    /// build and a development build), which would otherwise overwrite each
+    /// other's files under running workers.
+    fn dir_in(&self, parent: &Path, suffix: &str) -> PathBuf {
+        parent.join(format!(
+            "hearth-{}-{:016x}{suffix}",
+            env!("CARGO_PKG_VERSION"),
+            self.hash
+        ))
+    }
+
+    /// Writes the files (those not already there) to their directory under
+    /// `parent` and returns it.
+    fn extract_in(&self, parent: &Path, suffix: &str) -> io::Result<PathBuf> {
+        let dir = self.dir_in(parent, suffix);
+        ensure_private_dir(&dir)?;
+        write_files(&dir, self.files)?;
+        Ok(dir)
+    }
+}
+
+/// FNV-1a (64 bits) of every file's path and content, each path ended by a
+/// NUL and each content preceded by its length, so that no two different
+/// sets of files are one byte stream. A `const fn`, evaluated at compile
+/// time for the built-in files: it tells builds apart, it is no defence
+/// against anyone (the directory is private to the user).
+const fn content_hash(files: &[(&str, &str)]) -> u64 {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    const fn feed(mut hash: u64, bytes: &[u8]) -> u64 {
+        let mut i = 0;
+        while i < bytes.len() {
+            hash ^= bytes[i] as u64;
+            hash = hash.wrapping_mul(PRIME);
+            i += 1;
+        }
+        hash
+    }
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut i = 0;
+    while i < files.len() {
+        let (path, content) = files[i];
+        hash = feed(hash, path.as_bytes());
+        hash = feed(hash, &[0]);
+        hash = feed(hash, &(content.len() as u64).to_le_bytes());
+        hash = feed(hash, content.as_bytes());
+        i += 1;
+    }
+    hash
+}
+
 /// Writes the built-in files (if not already there) and returns the
 /// directory holding `php/` and `demo/`.
 pub fn extract() -> io::Result<PathBuf> {
-    let dir = base_dir();
-    ensure_private_dir(&dir)?;
-    write_files(&dir)?;
-    Ok(dir)
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(runtime) if Path::new(&runtime).is_dir() => {
+            BUILT_IN.extract_in(Path::new(&runtime), "")
+        }
+        _ => {
+            let uid = rustix::process::getuid().as_raw();
+            BUILT_IN.extract_in(&std::env::temp_dir(), &format!("-{uid}"))
+        }
+    }
 }
 
 /// A private copy of the built-in files owned by `uid`/`gid`, for workers
@@ -57,7 +132,7 @@ pub fn extract_for(uid: u32, gid: u32) -> io::Result<tempfile::TempDir> {
         .prefix("hearth-lib-")
         .permissions(fs::Permissions::from_mode(0o700))
         .tempdir()?;
-    write_files(dir.path())?;
+    write_files(dir.path(), FILES)?;
     let mut todo = vec![dir.path().to_path_buf()];
     while let Some(path) = todo.pop() {
         std::os::unix::fs::chown(&path, Some(uid), Some(gid))?;
@@ -70,8 +145,8 @@ pub fn extract_for(uid: u32, gid: u32) -> io::Result<tempfile::TempDir> {
     Ok(dir)
 }
 
-fn write_files(dir: &Path) -> io::Result<()> {
-    for (relative, contents) in FILES {
+fn write_files(dir: &Path, files: &[(&str, &str)]) -> io::Result<()> {
+    for (relative, contents) in files {
         let path = dir.join(relative);
         if fs::read(&path).is_ok_and(|existing| existing == contents.as_bytes()) {
             continue;
@@ -89,14 +164,6 @@ fn write_files(dir: &Path) -> io::Result<()> {
         fs::rename(&tmp, &path)?;
     }
     Ok(())
-}
-
-fn base_dir() -> PathBuf {
-    let name = format!("hearth-{}", env!("CARGO_PKG_VERSION"));
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(runtime) if Path::new(&runtime).is_dir() => Path::new(&runtime).join(name),
-        _ => std::env::temp_dir().join(format!("{name}-{}", rustix::process::getuid().as_raw())),
-    }
 }
 
 /// Creates `dir` with mode 0700, or checks that an existing one is ours and
@@ -123,9 +190,96 @@ fn ensure_private_dir(dir: &Path) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::FILES;
+    use super::{Library, FILES};
     use std::fs;
+    use std::io;
+    use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
+
+    const OLD: &[(&str, &str)] = &[
+        ("php/autoload.php", "<?php // old\n"),
+        ("php/src/Worker.php", "<?php // the same\n"),
+    ];
+    const NEW: &[(&str, &str)] = &[
+        ("php/autoload.php", "<?php // new\n"),
+        ("php/src/Worker.php", "<?php // the same\n"),
+    ];
+
+    fn mode(path: &Path) -> u32 {
+        fs::metadata(path).expect("metadata").permissions().mode() & 0o777
+    }
+
+    /// Two builds of the same version whose PHP library differs (two
+    /// checkouts, a change without a version bump) extract to two
+    /// directories: neither overwrites the files the other's workers load.
+    /// The directory used to be named after the version alone.
+    #[test]
+    fn different_contents_extract_to_different_directories() {
+        let parent = tempfile::tempdir().expect("tempdir");
+        let old = Library::new(OLD)
+            .extract_in(parent.path(), "-1")
+            .expect("old");
+        let new = Library::new(NEW)
+            .extract_in(parent.path(), "-1")
+            .expect("new");
+        assert_ne!(old, new);
+        let read = |dir: &Path| fs::read_to_string(dir.join("php/autoload.php")).expect("read");
+        assert_eq!(read(&old), "<?php // old\n");
+        assert_eq!(read(&new), "<?php // new\n");
+
+        // The same files again: the same directory, as it was.
+        let again = Library::new(OLD)
+            .extract_in(parent.path(), "-1")
+            .expect("again");
+        assert_eq!(again, old);
+        assert_eq!(read(&old), "<?php // old\n");
+        assert_eq!(read(&new), "<?php // new\n");
+    }
+
+    /// The files are executed by PHP: only their user may read or write
+    /// them.
+    #[test]
+    fn the_directory_is_private() {
+        let parent = tempfile::tempdir().expect("tempdir");
+        let dir = Library::new(OLD)
+            .extract_in(parent.path(), "")
+            .expect("extract");
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir.join("php/src")), 0o700);
+    }
+
+    #[test]
+    fn a_directory_others_may_write_to_is_refused() {
+        let parent = tempfile::tempdir().expect("tempdir");
+        let library = Library::new(OLD);
+        let dir = library.dir_in(parent.path(), "");
+        fs::create_dir(&dir).expect("mkdir");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).expect("chmod");
+        let err = library.extract_in(parent.path(), "").expect_err("refused");
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+        assert!(!dir.join("php").exists(), "nothing was written");
+    }
+
+    #[test]
+    fn a_directory_of_another_user_is_refused() {
+        let parent = tempfile::tempdir().expect("tempdir");
+        let library = Library::new(OLD);
+        let dir = library.dir_in(parent.path(), "");
+        fs::create_dir(&dir).expect("mkdir");
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700)).expect("chmod");
+        let me = rustix::process::getuid().as_raw();
+        let other = if me == 65534 { 65533 } else { 65534 };
+        if std::os::unix::fs::chown(&dir, Some(other), None).is_err() {
+            // Without root no directory can be given away; the root
+            // directory, root's, stands in.
+            assert_ne!(me, 0);
+            let err = super::ensure_private_dir(Path::new("/")).expect_err("refused");
+            assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+            return;
+        }
+        let err = library.extract_in(parent.path(), "").expect_err("refused");
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+    }
 
     /// Every file of the PHP library is built in: one left out of FILES
     /// would be missing from `hearth run` and the demo, and found only

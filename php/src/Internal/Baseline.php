@@ -8,19 +8,21 @@ namespace Hearth\Internal;
  * What every request starts from: the settings, timezone and time limit
  * the worker had once the app booted, and the output buffer the runtime
  * captures responses with. After each request, what the app changed is put
- * back, as php-fpm starts every request from php.ini.
+ * back, as php-fpm starts every request from php.ini; but the session
+ * settings, which apps configure once, stay as the app set them.
  *
  * @internal
  */
 final class Baseline
 {
     /**
-     * Settings apps change at runtime (ini_set(), error_reporting(),
-     * session_name(), set_include_path()...). They are compared with their
-     * boot values after every request. ini_get_all() would cover everything
-     * but costs ~11 µs a call (it sorts all ~240 entries each time), more
-     * than the rest of a request's bookkeeping, so the full comparison runs
-     * every FULL_INI_CHECK requests and logs what it finds outside this list.
+     * Settings apps change at runtime for a request (ini_set(),
+     * error_reporting(), set_include_path()...). They are compared with
+     * their boot values after every request. ini_get_all() would cover
+     * everything but costs ~11 µs a call (it sorts all ~240 entries each
+     * time), more than the rest of a request's bookkeeping, so the full
+     * comparison runs every FULL_INI_CHECK requests and logs what it finds
+     * outside this list.
      */
     private const WATCHED_INI = [
         'display_errors', 'display_startup_errors', 'error_reporting', 'html_errors', 'log_errors',
@@ -29,13 +31,19 @@ final class Baseline
         'default_socket_timeout', 'auto_detect_line_endings', 'arg_separator.output',
         'url_rewriter.tags', 'ignore_user_abort', 'zend.assertions', 'assert.active', 'assert.exception',
         'mbstring.language', 'mbstring.internal_encoding', 'mbstring.substitute_character',
-        'pcre.backtrack_limit', 'pcre.recursion_limit', 'session.name', 'session.save_handler',
-        'session.save_path', 'session.serialize_handler', 'session.use_cookies', 'session.use_only_cookies',
-        'session.use_strict_mode', 'session.cookie_lifetime', 'session.cookie_path', 'session.cookie_domain',
-        'session.cookie_secure', 'session.cookie_httponly', 'session.cookie_samesite',
-        'session.cache_limiter', 'session.cache_expire', 'session.gc_maxlifetime', 'session.use_trans_sid',
-        'session.sid_length', 'session.sid_bits_per_character', 'session.lazy_write',
+        'pcre.backtrack_limit', 'pcre.recursion_limit',
     ];
+
+    /**
+     * Settings that configure a part of PHP for the app rather than one
+     * request: never restored. Frameworks set them when they build a
+     * long-lived service, which a worker does once, during the first
+     * request that needs it (Symfony's session storage sets
+     * session.cache_limiter, session.name... in its constructor; its file
+     * handler sets session.save_path). Restoring them would undo that
+     * configuration for every later request.
+     */
+    private const APP_CONFIGURATION_PREFIXES = ['session.'];
 
     private const FULL_INI_CHECK = 64;
 
@@ -149,7 +157,7 @@ final class Baseline
         }
         foreach (ini_get_all(null, false) as $name => $value) {
             $boot = array_key_exists($name, $this->ini) ? $this->ini[$name] : $value;
-            if ($boot !== $value && !isset($this->watched[$name])) {
+            if ($boot !== $value && !isset($this->watched[$name]) && !self::isAppConfiguration($name)) {
                 Log::write(sprintf(
                     'the app changed %s from %s to %s at runtime; restored '
                     . '(settings outside the watched list are checked every %d requests)',
@@ -161,5 +169,16 @@ final class Baseline
                 @ini_set($name, (string) $boot);
             }
         }
+    }
+
+    /** Whether $name configures the app for the worker's life (see APP_CONFIGURATION_PREFIXES). */
+    private static function isAppConfiguration(string $name): bool
+    {
+        foreach (self::APP_CONFIGURATION_PREFIXES as $prefix) {
+            if (str_starts_with($name, $prefix)) {
+                return true;
+            }
+        }
+        return false;
     }
 }

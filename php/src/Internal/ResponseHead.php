@@ -15,7 +15,7 @@ namespace Hearth\Internal;
  */
 final class ResponseHead
 {
-    public function __construct(private readonly bool $exposePhp, private readonly string $sessionName)
+    public function __construct(private readonly bool $exposePhp)
     {
     }
 
@@ -24,10 +24,11 @@ final class ResponseHead
      *
      * @param array{0:int,1:list<string>}|null $explicit status and header lines
      *        set through the PSR-7 bridge, or null for header()'s
-     * @param string|null $cookieSessionId the session id the worker took from
-     *        the request's cookie before the app ran
+     * @param string|null $sessionName the name of the session cookie the
+     *        worker read before the app ran
+     * @param string|null $cookieSessionId the session id it found there
      */
-    public function payload(?array $explicit, ?string $cookieSessionId): string
+    public function payload(?array $explicit, ?string $sessionName, ?string $cookieSessionId): string
     {
         if ($explicit !== null) {
             [$status, $lines] = $explicit;
@@ -35,8 +36,8 @@ final class ResponseHead
         } else {
             $status = (int) http_response_code();
             $lines = headers_list();
-            if ($cookieSessionId !== null) {
-                $lines = $this->withoutEchoedSessionCookie($lines, $cookieSessionId);
+            if ($sessionName !== null && $cookieSessionId !== null) {
+                $lines = self::withoutEchoedSessionCookie($lines, $sessionName, $cookieSessionId);
             }
         }
         if (!self::hasContentType($lines)) {
@@ -106,9 +107,10 @@ final class ResponseHead
      * @param list<string> $lines
      * @return list<string>
      */
-    private function withoutEchoedSessionCookie(array $lines, string $cookieSessionId): array
+    private static function withoutEchoedSessionCookie(array $lines, string $sessionName, string $sessionId): array
     {
-        $cookie = 'Set-Cookie: ' . urlencode($this->sessionName) . '=' . urlencode($cookieSessionId);
+        // As PHP writes it: the name as it is, the id URL-encoded.
+        $cookie = 'Set-Cookie: ' . $sessionName . '=' . urlencode($sessionId);
         foreach ($lines as $i => $line) {
             if ($line === $cookie || str_starts_with($line, $cookie . ';')) {
                 unset($lines[$i]);

@@ -39,8 +39,11 @@ final class Runtime
     /** @var array{0:int,1:list<string>}|null status and header lines set through the PSR-7 bridge */
     private ?array $explicitHead = null;
     private bool $sessionsUsed = false;
+    /** The name of the session cookie begin() read, and the id it found there. */
+    private ?string $presetSessionName = null;
     private ?string $presetSessionId = null;
-    private string $sessionName = 'PHPSESSID';
+    /** The app changed the session name during a request, which was logged. */
+    private bool $sessionRenameLogged = false;
     private ResponseHead $head;
 
     /** @var array<string, string> */
@@ -100,8 +103,7 @@ final class Runtime
         $this->requestOrder = $order !== '' ? $order : (string) ini_get('variables_order');
         $this->parsePost = (bool) ini_get('enable_post_data_reading');
         $this->postMaxSize = IniQuantity::bytes((string) ini_get('post_max_size'));
-        $this->sessionName = session_name() ?: 'PHPSESSID';
-        $this->head = new ResponseHead((bool) ini_get('expose_php'), $this->sessionName);
+        $this->head = new ResponseHead((bool) ini_get('expose_php'));
         $this->head->reset();
         $tmpDir = ini_get('upload_tmp_dir') ?: sys_get_temp_dir();
 
@@ -160,11 +162,19 @@ final class Runtime
             ? $_GET
             : Globals::request($this->requestOrder, $_GET, $_POST, $_COOKIE);
 
+        $this->presetSessionName = null;
+        $this->presetSessionId = null;
         if ($this->sessionsUsed) {
-            // PHP only looks at the session cookie while no id is set, and
-            // a worker keeps the previous request's id: set it from this
-            // request's cookie, or clear it so a fresh session starts.
-            $cookie = $_COOKIE[$this->sessionName] ?? null;
+            // session_start() reads $_COOKIE[session_name()] only while no
+            // id is set at all. After a worker's first session one always
+            // is: the previous request's, or the empty id session_id('')
+            // leaves, which starts a new session without a look at the
+            // cookie (only the end of a PHP request unsets it). So the id
+            // is set here from this request's cookie, under the name in
+            // force now: the app's, kept from its boot or earlier requests.
+            $name = session_name();
+            $cookie = $_COOKIE[$name] ?? null;
+            $this->presetSessionName = $name;
             $this->presetSessionId = is_string($cookie) && $cookie !== '' ? $cookie : null;
             session_id($this->presetSessionId ?? '');
         }
@@ -275,8 +285,12 @@ final class Runtime
 
     private function closeSession(): void
     {
-        if (session_status() === PHP_SESSION_ACTIVE) {
+        $active = session_status() === PHP_SESSION_ACTIVE;
+        if ($active) {
             session_write_close();
+        }
+        if ($this->presetSessionName !== null && session_name() !== $this->presetSessionName) {
+            $this->sessionRenamed($active);
         }
         // A session closed early (session_write_close(), read_and_close)
         // leaves its id set too: the next request must not start with it.
@@ -285,9 +299,36 @@ final class Runtime
         }
     }
 
+    /**
+     * The app changed the session name after begin() had taken the session
+     * id from the cookie of the previous name: a session it started got
+     * that id (or a new one), not the one in the cookie of the new name.
+     * From the next request on the new name is used, so an app that names
+     * its session the same way on every request only renames it in the
+     * first request after boot that used a session, which is not affected.
+     */
+    private function sessionRenamed(bool $active): void
+    {
+        $started = $active || session_id() !== ($this->presetSessionId ?? '');
+        if (!$started || $this->sessionRenameLogged) {
+            return;
+        }
+        $this->sessionRenameLogged = true;
+        Log::write(sprintf(
+            'the app changed the session name from %1$s to %2$s during the request, after the worker had read '
+            . 'the session id from the %1$s cookie: the %2$s cookie was not read. A worker reads the cookie of '
+            . 'the name in force when a request begins: set the session name at boot, before Worker::serve(), '
+            . 'or the same on every request (logged once per worker; %3$s %4$s)',
+            $this->presetSessionName,
+            session_name(),
+            $this->method,
+            $this->uri,
+        ));
+    }
+
     private function headFrame(int $flags = 0): string
     {
-        $payload = $this->head->payload($this->explicitHead, $this->presetSessionId);
+        $payload = $this->head->payload($this->explicitHead, $this->presetSessionName, $this->presetSessionId);
         return Frame::encode(Frame::HEAD, $this->requestId, $payload, $flags);
     }
 
