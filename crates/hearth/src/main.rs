@@ -33,7 +33,7 @@ use clap::{Parser, Subcommand};
 struct Cli {
     /// Log level: error, warn, info, debug or trace (or RUST_LOG syntax)
     /// [default: info for serve, warn for run]
-    #[arg(long, global = true, env = "HEARTH_LOG")]
+    #[arg(long, global = true, env = "HEARTH_LOG", value_name = "LEVEL")]
     log_level: Option<String>,
 
     #[command(subcommand)]

@@ -22,9 +22,9 @@ Exit status (as GNU parallel's):
   1-100     that many tasks failed (with --resume, skipped tasks the job
             log lists as failed count too: the status is the batch's)
   101       more than 100 tasks failed
-  255       any other error: a refused command line, unusable input, a FILE
-            or job log that cannot be read or written, PHP workers that
-            fail to boot (stderr says which)
+  255       any other error: a refused command line or config file,
+            unusable input, a FILE or job log that cannot be read or
+            written, PHP workers that fail to boot (stderr says which)
   128+N     stopped by signal N: 129 SIGHUP, 130 SIGINT, 143 SIGTERM
 
 See docs/task-runner.md.";

@@ -19,6 +19,8 @@ pub mod serve;
 pub mod values;
 
 #[cfg(test)]
+mod docs;
+#[cfg(test)]
 mod tests;
 
 use std::fmt;

@@ -50,7 +50,8 @@ pub struct RunOptions {
     pub keep_order: bool,
 
     /// Stop a task after this long (SIGTERM to its process group, then
-    /// SIGKILL); 0: no limit [default: none]
+    /// SIGKILL): seconds, or a number with ms, s, m or h; 0: no limit
+    /// [default: none]
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<Seconds>,
 

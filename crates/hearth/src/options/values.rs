@@ -195,7 +195,20 @@ macro_rules! serialize_as_text {
         }
     )*};
 }
-serialize_as_text!(Size, Seconds, Address, Proxy);
+serialize_as_text!(Seconds, Address, Proxy);
+
+/// A size with a unit is written as text ("8M"); one without, as a number
+/// of bytes.
+impl Serialize for Size {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let text = self.to_string();
+        if text.bytes().all(|b| b.is_ascii_digit()) {
+            s.serialize_u64(self.0)
+        } else {
+            s.serialize_str(&text)
+        }
+    }
+}
 
 /// Read in the file from a string, by `FromStr`, as from a flag.
 macro_rules! deserialize_from_text {
