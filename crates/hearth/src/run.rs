@@ -131,9 +131,9 @@ fn job_pool(
     bootstrap: &std::path::Path,
 ) -> anyhow::Result<(PoolConfig, tempfile::TempDir)> {
     let bootstrap = std::fs::canonicalize(bootstrap)
-        .with_context(|| format!("--php-bootstrap {}", bootstrap.display()))?;
+        .with_context(|| format!("the PHP bootstrap {}", bootstrap.display()))?;
     if !bootstrap.is_file() {
-        bail!("--php-bootstrap {} is not a file", bootstrap.display());
+        bail!("the PHP bootstrap {} is not a file", bootstrap.display());
     }
     let lib = assets::extract()?.join("php");
     use std::os::unix::fs::PermissionsExt as _;
