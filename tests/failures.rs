@@ -355,7 +355,7 @@ fn a_bad_config_value_names_the_file_and_the_field() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("hearth.toml") && err.contains("serve.workers") && err.contains("line 3"),
+        err.contains("hearth.toml: [serve] workers: ") && err.contains("line 3"),
         "{err}"
     );
 
@@ -364,7 +364,56 @@ fn a_bad_config_value_names_the_file_and_the_field() {
         &hearth(&["serve", "--config", config.to_str().expect("path")]).stderr,
     )
     .into_owned();
-    assert!(err.contains("serve.max_body_size"), "{err}");
+    assert!(
+        err.contains("hearth.toml: [serve] max_body_size: "),
+        "{err}"
+    );
+}
+
+/// Issue 8: a value out of range, or values that contradict each other,
+/// stop Hearth from starting (status 1), and the error names the flag the
+/// value came from, or the file, the section and the key.
+#[test]
+fn a_refused_value_names_the_flag_or_the_key_it_came_from() {
+    let out = hearth(&["serve", "--workers", "0", "--listen", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("hearth: --workers: must be at least 1"),
+        "{err}"
+    );
+
+    let dir = support::tempdir();
+    let config = dir.path().join("hearth.toml");
+    std::fs::write(&config, "[serve]\nworkers = 2\nmin_workers = 3\n").expect("write");
+    let config = config.to_str().expect("path");
+    let out = hearth(&["serve", "--config", config]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "hearth: {config}: [serve] min_workers: must be between 1 and workers (2), not 3"
+        )),
+        "{err}"
+    );
+    // The file's value, overridden by a flag, is the flag's error.
+    let out = hearth(&["serve", "--config", config, "--min-workers", "4"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("hearth: --min-workers: must be between 1 and workers (2), not 4"),
+        "{err}"
+    );
+
+    // Unknown keys are refused in every section, by either command.
+    std::fs::write(dir.path().join("hearth.toml"), "[run]\njbos = 2\n").expect("write");
+    let out = hearth(&["serve", "--config", config]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{config}: [run] jbos: unknown key")),
+        "{err}"
+    );
 }
 
 #[test]

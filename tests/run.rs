@@ -358,6 +358,51 @@ fn task_timeouts_take_the_durations_the_flags_take() {
     }
 }
 
+/// Issue 8: `hearth run --config hearth.toml` reads `[run]`: a flag wins
+/// over the file, the file over the default; a key that `[run]` does not
+/// have is refused, naming the file, the section and the key.
+#[test]
+fn run_reads_its_options_from_the_config_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hearth.toml");
+    std::fs::write(
+        &config,
+        "[serve]\nworkers = 2\n\n[run]\ntimeout = \"300ms\"\nkill_after = \"100ms\"\nretries = 1\n",
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let tasks = lines(&[
+        json!({"id": "slow", "cmd": "sleep 30"}),
+        json!({"id": "fails", "cmd": "exit 3"}),
+    ]);
+    let ran = run(&["--config", config], &tasks);
+    let r = ran.by_id();
+    assert_eq!(r["slow"]["timed_out"], true, "{}", ran.stderr);
+    assert_eq!(r["slow"]["attempts"], 2, "retries = 1");
+    assert_eq!(r["fails"]["attempts"], 2);
+    assert_eq!(ran.code, Some(2));
+
+    let ran = run(&["-c", config, "--retries", "0"], &tasks);
+    let r = ran.by_id();
+    assert_eq!(r["fails"]["attempts"], 1, "the flag wins: {}", ran.stderr);
+    assert_eq!(r["slow"]["timed_out"], true);
+
+    std::fs::write(
+        dir.path().join("hearth.toml"),
+        "[run]\njobs = 2\nworkers = 2\n",
+    )
+    .unwrap();
+    let ran = run(&["--config", config], &tasks);
+    assert_eq!(ran.code, Some(255));
+    assert!(ran.results.is_empty());
+    assert!(
+        ran.stderr
+            .contains(&format!("hearth run: {config}: [run] workers: unknown key")),
+        "{}",
+        ran.stderr
+    );
+}
+
 #[test]
 fn a_task_killed_by_a_signal_is_reported_as_such() {
     let ran = run(

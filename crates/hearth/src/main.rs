@@ -11,10 +11,10 @@ macro_rules! say {
 pub(crate) use say;
 
 mod assets;
-mod config;
 mod control;
 mod ctl;
 mod observe;
+mod options;
 mod run;
 mod serve;
 
@@ -33,7 +33,7 @@ use clap::{Parser, Subcommand};
 struct Cli {
     /// Log level: error, warn, info, debug or trace (or RUST_LOG syntax)
     /// [default: info for serve, warn for run]
-    #[arg(long, global = true, env = "HEARTH_LOG")]
+    #[arg(long, global = true, env = "HEARTH_LOG", value_name = "LEVEL")]
     log_level: Option<String>,
 
     #[command(subcommand)]
@@ -43,9 +43,10 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve HTTP from warm PHP workers running SCRIPT (the built-in demo if none).
-    Serve(Box<serve::ServeArgs>),
+    Serve(options::CommandLine<options::ServeOptions>),
     /// Run tasks in parallel: shell commands, or PHP jobs in warm PHP workers.
-    Run(Box<run::RunArgs>),
+    #[command(after_help = run::AFTER_HELP)]
+    Run(options::CommandLine<options::RunOptions>),
     /// Print the directory of the PHP library built into this binary.
     PhpLib,
     /// Show a running server's workers and pool totals (over its control socket).
@@ -73,10 +74,11 @@ fn main() -> ExitCode {
     };
     init_logging(cli.log_level.as_deref().unwrap_or(default_level));
     let result = match cli.command {
-        Command::Run(args) => {
+        Command::Run(given) => {
             // A panic is an error like any other (255), not "101 failed",
             // the status Rust gives it. The panic hook has said what it was.
-            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run::run(*args)));
+            let ran =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run::run(given.load()?)));
             return match ran {
                 Ok(Ok(code)) => ExitCode::from(code),
                 Ok(Err(e)) => {
@@ -86,7 +88,7 @@ fn main() -> ExitCode {
                 Err(_) => ExitCode::from(hearth_run::ERROR_STATUS),
             };
         }
-        Command::Serve(args) => serve::run(*args),
+        Command::Serve(given) => given.load().map_err(Into::into).and_then(serve::run),
         Command::Status(args) => ctl::status(args),
         Command::Reload(target) => ctl::reload(target),
         Command::Stop(target) => ctl::stop(target),

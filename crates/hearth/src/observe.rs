@@ -14,17 +14,10 @@ use hearth_pool::Pool;
 use tokio::sync::Notify;
 
 use crate::control::{ControlSocket, ControlState};
+use crate::options::values::AccessLogChoice;
+use crate::options::ServeOptions;
 
-/// `--access-log` and `access_log`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AccessLogChoice {
-    Off,
-    Common,
-    Json,
-}
-
-/// The options, flags over the config file.
+/// What the options ask for.
 #[derive(Debug, Clone, Default)]
 pub struct ObserveSetup {
     /// The control socket's path; none: the default for the address.
@@ -36,35 +29,17 @@ pub struct ObserveSetup {
 }
 
 impl ObserveSetup {
-    pub fn resolve(
-        control_socket: Option<PathBuf>,
-        admin: Option<SocketAddr>,
-        access_log: Option<AccessLogChoice>,
-        access_log_file: Option<PathBuf>,
-        file: &crate::config::ServeSection,
-    ) -> anyhow::Result<ObserveSetup> {
-        let admin = match (admin, &file.admin) {
-            (Some(addr), _) => Some(addr),
-            (None, Some(text)) => Some(
-                text.parse()
-                    .with_context(|| format!("admin address {text:?}"))?,
-            ),
-            (None, None) => None,
-        };
-        let access_log = match access_log
-            .or(file.access_log)
-            .unwrap_or(AccessLogChoice::Off)
-        {
-            AccessLogChoice::Off => None,
-            AccessLogChoice::Common => Some(AccessLogFormat::Common),
-            AccessLogChoice::Json => Some(AccessLogFormat::Json),
-        };
-        Ok(ObserveSetup {
-            control_socket: control_socket.or_else(|| file.control_socket.clone()),
-            admin,
-            access_log,
-            access_log_file: access_log_file.or_else(|| file.access_log_file.clone()),
-        })
+    pub fn from_options(options: &ServeOptions) -> ObserveSetup {
+        ObserveSetup {
+            control_socket: options.control_socket.clone(),
+            admin: options.admin.map(|a| a.0),
+            access_log: match options.access_log {
+                AccessLogChoice::Off => None,
+                AccessLogChoice::Common => Some(AccessLogFormat::Common),
+                AccessLogChoice::Json => Some(AccessLogFormat::Json),
+            },
+            access_log_file: options.access_log_file.clone(),
+        }
     }
 }
 

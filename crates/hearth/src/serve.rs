@@ -1,7 +1,7 @@
-//! `hearth serve`: flags, config file and defaults resolved into one
-//! setup, then the pool and the HTTP front wired together.
+//! `hearth serve`: its options resolved on disk (the script, the document
+//! root, the certificate, the workers' user) into one setup, then the pool
+//! and the HTTP front wired together.
 
-use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -11,164 +11,7 @@ use hearth_http::ServeConfig;
 use hearth_pool::{Pool, PoolConfig};
 use tokio::net::TcpListener;
 
-use crate::config::{FileConfig, Seconds, ServeSection, Size};
-
-#[derive(Debug, clap::Args)]
-pub struct ServeArgs {
-    /// Worker script: boots the app and calls Hearth\Worker::serve().
-    /// Without one, Hearth serves its built-in demo.
-    script: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1:8080]
-    #[arg(long, short)]
-    listen: Option<SocketAddr>,
-    /// PEM certificate chain: serve HTTPS (HTTP/2 and HTTP/1.1, by ALPN) instead
-    /// of plain HTTP; needs --tls-key
-    #[arg(long, value_name = "PATH")]
-    tls_cert: Option<PathBuf>,
-    /// PEM private key of --tls-cert
-    #[arg(long, value_name = "PATH")]
-    tls_key: Option<PathBuf>,
-    /// Without TLS, also serve HTTP/2 to clients that start with its preface
-    /// (h2c, prior knowledge)
-    #[arg(long)]
-    h2c: bool,
-    /// Worker processes (at most, with --min-workers) [default: one per CPU]
-    #[arg(long, short, visible_alias = "max-workers")]
-    workers: Option<usize>,
-    /// Requests that may wait for a worker at once; more get 503 at once;
-    /// 0: no limit but --queue-timeout [default: 1024]
-    #[arg(long, value_name = "N")]
-    max_queue: Option<usize>,
-    /// Workers always running; up to --workers, extra ones start when requests
-    /// wait and stop after --scale-down-after idle [default: --workers]
-    #[arg(long, value_name = "N")]
-    min_workers: Option<usize>,
-    /// How long an extra worker may stay idle before it stops [default: 10s]
-    #[arg(long, value_name = "DURATION")]
-    scale_down_after: Option<Seconds>,
-    /// PHP binary for workers; php-cgi gives header(), cookies and sessions [default: php-cgi]
-    #[arg(long)]
-    php: Option<PathBuf>,
-    /// TOML file with the same options under [serve]
-    #[arg(long, short)]
-    config: Option<PathBuf>,
-    /// Largest request body; larger ones get 413 [default: 8M]
-    #[arg(long, value_name = "SIZE")]
-    max_body_size: Option<Size>,
-    /// Raw request bodies up to SIZE stay in memory; larger ones are spooled to a
-    /// temporary file the worker reads; 0: every body goes to a file [default: 64K]
-    #[arg(long, value_name = "SIZE")]
-    body_buffer_size: Option<Size>,
-    /// Longest request line; longer ones get 414 [default: 8K]
-    #[arg(long, value_name = "SIZE")]
-    max_request_line: Option<Size>,
-    /// Largest header section; larger ones get 431 [default: 32K]
-    #[arg(long, value_name = "SIZE")]
-    max_header_size: Option<Size>,
-    /// Most header lines in a request; more get 431 [default: 100]
-    #[arg(long, value_name = "N")]
-    max_headers: Option<usize>,
-    /// How long a client has to send a request head; 408 after it [default: 60s]
-    #[arg(long, value_name = "DURATION")]
-    header_timeout: Option<Seconds>,
-    /// Longest pause while a request body arrives; 408 after it [default: 60s]
-    #[arg(long, value_name = "DURATION")]
-    body_timeout: Option<Seconds>,
-    /// How long an idle connection is kept open between requests; 0: no keep-alive [default: 75s]
-    #[arg(long, value_name = "DURATION")]
-    keep_alive_timeout: Option<Seconds>,
-    /// Most connections open at once; more wait in the listen backlog [default: 10000]
-    #[arg(long, value_name = "N")]
-    max_connections: Option<usize>,
-    /// SERVER_NAME given to PHP [default: localhost]
-    #[arg(long)]
-    server_name: Option<String>,
-    /// Document root: GET and HEAD for files in it are served from disk, everything else goes to PHP [default: none]
-    #[arg(long, value_name = "DIR")]
-    root: Option<PathBuf>,
-    /// Do not gzip or brotli-compress responses on the fly (precompressed .br/.gz files are still served)
-    #[arg(long)]
-    no_compression: bool,
-    /// How long a request waits for a free worker before a 503 [default: 30s]
-    #[arg(long, value_name = "DURATION")]
-    queue_timeout: Option<Seconds>,
-    /// How long a worker may take to boot [default: 60s]
-    #[arg(long, value_name = "DURATION")]
-    boot_timeout: Option<Seconds>,
-    /// On SIGTERM/SIGINT, how long in-flight requests have to finish [default: 30s]
-    #[arg(long, value_name = "DURATION")]
-    grace_period: Option<Seconds>,
-    /// On stop, how long workers have to finish and exit before SIGTERM [default: 10s]
-    #[arg(long, value_name = "DURATION")]
-    stop_timeout: Option<Seconds>,
-    /// Hard limit on a request once a worker has it: the client gets 504 and the
-    /// worker is stopped (SIGTERM, then SIGKILL) and replaced; 0: none [default: 60s]
-    #[arg(long, value_name = "DURATION")]
-    request_timeout: Option<Seconds>,
-    /// Replace a worker after it served N requests (up to 10% more, so workers do
-    /// not all restart together); 0: never [default: 0]
-    #[arg(long, value_name = "N")]
-    max_requests: Option<u64>,
-    /// Replace a worker, between requests, once its resident memory passes SIZE;
-    /// 0: never [default: 0]
-    #[arg(long, value_name = "SIZE")]
-    max_memory: Option<Size>,
-    /// Replace a worker, between requests, once it is this old [default: never]
-    #[arg(long, value_name = "DURATION")]
-    ttl: Option<Seconds>,
-    /// Replace a worker that stayed idle this long [default: never]
-    #[arg(long, value_name = "DURATION")]
-    idle_ttl: Option<Seconds>,
-    /// Reload the workers when a .php file under the script's directory changes
-    /// (for development)
-    #[arg(long)]
-    watch: bool,
-    /// With --watch, the directory to watch instead of the script's
-    #[arg(long, value_name = "DIR", requires = "watch")]
-    watch_dir: Option<PathBuf>,
-    /// A proxy (address or network) whose X-Forwarded-For and X-Forwarded-Proto
-    /// are believed: REMOTE_ADDR and HTTPS then describe the client (repeatable)
-    #[arg(long = "trusted-proxy", value_name = "CIDR", value_parser = hearth_http::parse_trusted_proxy)]
-    trusted_proxies: Vec<ipnet::IpNet>,
-    /// Run workers as this user (name, UID or UID:GID). Required when Hearth runs
-    /// as root: PHP never runs as root unless `--user root` says so
-    #[arg(long, value_name = "USER")]
-    user: Option<String>,
-    /// Extra php.ini setting for workers (repeatable)
-    #[arg(short = 'd', long = "ini", value_name = "NAME=VALUE", value_parser = parse_ini)]
-    ini: Vec<(String, String)>,
-    /// Threads for HTTP and worker I/O [default: one per two CPUs]
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Leave workers under the normal scheduler instead of SCHED_BATCH
-    #[arg(long)]
-    no_batch_scheduling: bool,
-    /// Never queue a request on a busy worker, even when others wait
-    #[arg(long)]
-    no_pipelining: bool,
-    /// Control socket for `hearth status`, `reload` and `stop`
-    /// [default: $XDG_RUNTIME_DIR/hearth/ADDR.sock, else /tmp/hearth-UID/ADDR.sock]
-    #[arg(long, value_name = "PATH")]
-    control_socket: Option<PathBuf>,
-    /// Serve /metrics, /healthz and /readyz on this address, never on the public port [default: off]
-    #[arg(long, value_name = "IP:PORT")]
-    admin: Option<SocketAddr>,
-    /// Access log: off, common or json [default: off]
-    #[arg(long, value_name = "FORMAT")]
-    access_log: Option<crate::observe::AccessLogChoice>,
-    /// Write the access log to this file (appending) instead of standard output
-    #[arg(long, value_name = "PATH")]
-    access_log_file: Option<PathBuf>,
-}
-
-pub(crate) fn parse_ini(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((name, value)) if !name.trim().is_empty() => {
-            Ok((name.trim().to_owned(), value.to_owned()))
-        }
-        _ => Err(format!("{s:?} is not NAME=VALUE")),
-    }
-}
+use crate::options::ServeOptions;
 
 /// Everything `hearth serve` needs, resolved.
 #[derive(Debug)]
@@ -188,20 +31,10 @@ struct Setup {
     observe: crate::observe::ObserveSetup,
 }
 
-fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
-    let file = match &args.config {
-        Some(path) => FileConfig::load(path)?.serve,
-        None => ServeSection::default(),
-    };
-    let observe = crate::observe::ObserveSetup::resolve(
-        args.control_socket,
-        args.admin,
-        args.access_log,
-        args.access_log_file,
-        &file,
-    )?;
-    let (script, demo) = match args.script.or(file.script) {
-        Some(script) => (script, false),
+fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
+    let observe = crate::observe::ObserveSetup::from_options(&options);
+    let (script, demo) = match &options.script {
+        Some(script) => (script.clone(), false),
         None => (assets::extract_demo()?, true),
     };
     // Kept as given (made absolute): the pool resolves symlinks at start
@@ -214,52 +47,19 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
     if !real.is_file() {
         bail!("worker script {} is not a file", script.display());
     }
-    let watch = match (args.watch, args.watch_dir) {
+    let watch = match (options.watch, &options.watch_dir) {
         (false, _) => None,
         (true, None) => Some(None),
         (true, Some(dir)) => {
-            let dir = std::path::absolute(&dir)
+            let dir = std::path::absolute(dir)
                 .with_context(|| format!("--watch-dir {}", dir.display()))?;
             std::fs::canonicalize(&dir)
                 .with_context(|| format!("--watch-dir {}", dir.display()))?;
             Some(Some(dir))
         }
     };
-    let listen = match (args.listen, file.listen) {
-        (Some(addr), _) => addr,
-        (None, Some(text)) => text
-            .parse()
-            .with_context(|| format!("listen address {text:?}"))?,
-        (None, None) => SocketAddr::from(([127, 0, 0, 1], 8080)),
-    };
-    let workers = args
-        .workers
-        .or(file.workers)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    if workers == 0 {
-        bail!("--workers must be at least 1");
-    }
-    let min_workers = args.min_workers.or(file.min_workers).unwrap_or(workers);
-    if min_workers == 0 || min_workers > workers {
-        bail!("--min-workers must be between 1 and --workers ({workers}), not {min_workers}");
-    }
-    let php = args
-        .php
-        .or(file.php)
-        .unwrap_or_else(|| PathBuf::from("php-cgi"));
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // One thread does HTTP and worker I/O for two CPUs' worth of PHP: on
-    // the 2-core machine of the benchmark one thread beat two by a third,
-    // because the workers need the other core.
-    let threads = args.threads.or(file.threads).unwrap_or((cpus / 2).max(1));
-    if threads == 0 {
-        bail!("--threads must be at least 1");
-    }
-    let duration = |flag: Option<Seconds>, file: Option<Seconds>, default: u64| {
-        flag.or(file).map_or(Duration::from_secs(default), |s| s.0)
-    };
 
-    let user = worker_user(args.user.as_deref().or(file.user.as_deref()))?;
+    let user = worker_user(options.user.as_deref())?;
     let mut private_assets = None;
     let script = match (&user, demo) {
         (Some(user), true) => {
@@ -271,116 +71,31 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
         }
         _ => script,
     };
-    let mut pool = PoolConfig::new(php, &script, workers);
-    pool.queue_timeout = duration(args.queue_timeout, file.queue_timeout, 30);
-    pool.max_queue = args.max_queue.or(file.max_queue).unwrap_or(1024);
-    pool.boot_timeout = duration(args.boot_timeout, file.boot_timeout, 60);
-    pool.stop_timeout = duration(args.stop_timeout, file.stop_timeout, 10);
-    pool.min_workers = min_workers;
-    pool.user = user;
-    pool.scale_down_after = duration(args.scale_down_after, file.scale_down_after, 10);
-    pool.max_requests = args.max_requests.or(file.max_requests).unwrap_or(0);
-    pool.max_memory = args.max_memory.or(file.max_memory).map_or(0, |s| s.0);
-    let nonzero = |d: Option<Seconds>| d.map(|s| s.0).filter(|d| !d.is_zero());
-    pool.ttl = nonzero(args.ttl.or(file.ttl));
-    pool.idle_ttl = nonzero(args.idle_ttl.or(file.idle_ttl));
-    pool.ini = file.ini.into_iter().chain(args.ini).collect();
-    pool.batch_scheduling = !args.no_batch_scheduling && file.batch_scheduling.unwrap_or(true);
-    pool.pipelining = !args.no_pipelining && file.pipelining.unwrap_or(true);
-    pool.env = file
-        .env
-        .into_iter()
-        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-        .collect();
+    let mut pool = options.pool_config(&script, user);
 
     // As the script: resolved by the pool, at start and at every reload.
-    pool.document_root = match args.root.or(file.root) {
+    pool.document_root = match &options.root {
         Some(root) => {
-            let real = std::fs::canonicalize(&root)
+            let real = std::fs::canonicalize(root)
                 .with_context(|| format!("document root {}", root.display()))?;
             if !real.is_dir() {
                 bail!("document root {} is not a directory", root.display());
             }
-            Some(std::path::absolute(&root)?)
+            Some(std::path::absolute(root)?)
         }
         None => None,
     };
-    let mut http = ServeConfig::new();
-    http.compression = !args.no_compression && file.compression.unwrap_or(true);
-    http.trusted_proxies = args.trusted_proxies.clone();
-    for text in &file.trusted_proxies {
-        http.trusted_proxies.push(
-            hearth_http::parse_trusted_proxy(text)
-                .map_err(|e| anyhow::anyhow!("trusted_proxies in the config file: {e}"))?,
-        );
-    }
-    if let Some(name) = args.server_name.or(file.server_name) {
-        http.server_name = name;
-    }
-    if let Some(size) = args.max_body_size.or(file.max_body_size) {
-        if size.0 == 0 {
-            bail!("--max-body-size must be more than 0");
-        }
-        http.max_body_size = size.0;
-    }
-    if let Some(size) = args.body_buffer_size.or(file.body_buffer_size) {
-        http.body_buffer_size = usize::try_from(size.0).unwrap_or(usize::MAX);
-    }
-    let positive = |value: Option<u64>, flag: &str| match value {
-        Some(0) => bail!("--{flag} must be more than 0"),
-        Some(n) => Ok(Some(usize::try_from(n).unwrap_or(usize::MAX))),
-        None => Ok(None),
+    let tls = match (&options.tls_cert, &options.tls_key) {
+        (Some(cert), Some(key)) => Some(hearth_http::TlsConfig::from_pem_files(cert, key)?),
+        // `validate()` has refused one without the other.
+        _ => None,
     };
-    let size = |flag: Option<Size>, file: Option<Size>| flag.or(file).map(|s| s.0);
-    let count = |flag: Option<usize>, file: Option<usize>| flag.or(file).map(|n| n as u64);
-    if let Some(n) = positive(
-        size(args.max_request_line, file.max_request_line),
-        "max-request-line",
-    )? {
-        http.max_request_line = n;
-    }
-    if let Some(n) = positive(
-        size(args.max_header_size, file.max_header_size),
-        "max-header-size",
-    )? {
-        http.max_header_size = n;
-    }
-    if let Some(n) = positive(count(args.max_headers, file.max_headers), "max-headers")? {
-        http.max_headers = n;
-    }
-    if let Some(n) = positive(
-        count(args.max_connections, file.max_connections),
-        "max-connections",
-    )? {
-        http.max_connections = n;
-    }
-    http.header_timeout = duration(args.header_timeout, file.header_timeout, 60);
-    http.body_timeout = duration(args.body_timeout, file.body_timeout, 60);
-    http.keep_alive_timeout = duration(args.keep_alive_timeout, file.keep_alive_timeout, 75);
-    if http.header_timeout.is_zero() || http.body_timeout.is_zero() {
-        bail!("--header-timeout and --body-timeout must be more than 0");
-    }
-    http.grace_period = duration(args.grace_period, file.grace_period, 30);
-    http.request_timeout =
-        Some(duration(args.request_timeout, file.request_timeout, 60)).filter(|d| !d.is_zero());
-    http.tls = match (
-        args.tls_cert.or(file.tls_cert),
-        args.tls_key.or(file.tls_key),
-    ) {
-        (Some(cert), Some(key)) => Some(hearth_http::TlsConfig::from_pem_files(&cert, &key)?),
-        (Some(_), None) => bail!("--tls-cert needs --tls-key (tls_key in the config file)"),
-        (None, Some(_)) => bail!("--tls-key needs --tls-cert (tls_cert in the config file)"),
-        (None, None) => None,
-    };
-    http.h2c = args.h2c || file.h2c.unwrap_or(false);
-    if http.h2c && http.tls.is_some() {
-        bail!("--h2c is for plain HTTP: over TLS, clients choose HTTP/2 by ALPN");
-    }
+    let http = options.serve_config(tls);
     Ok(Setup {
         observe,
         watch,
-        listen,
-        threads,
+        listen: options.listen.0,
+        threads: options.threads(),
         pool,
         http,
         demo,
@@ -388,8 +103,8 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
     })
 }
 
-pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let setup = resolve(args)?;
+pub fn run(options: ServeOptions) -> anyhow::Result<()> {
+    let setup = resolve(options)?;
     let runtime = if setup.threads == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

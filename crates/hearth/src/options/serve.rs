@@ -1,0 +1,439 @@
+//! `hearth serve`'s options: its flags and the `[serve]` section of
+//! `hearth.toml`, with their defaults and checks, and the pool's and the
+//! HTTP front's configurations built from them.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use hearth_http::{ServeConfig, TlsConfig};
+use hearth_pool::{PoolConfig, WorkerUser};
+use serde::{Deserialize, Serialize};
+
+use super::values::{self, AccessLogChoice, Address, Proxy, Seconds, Size};
+use super::{Fault, Origins, Section};
+
+/// Everything `hearth serve` can be told. A field's doc comment is its
+/// `--help`; its name is its key under `[serve]`; [`Default`] holds its
+/// default. Fields without a key (`#[serde(skip)]`) are flags only; those
+/// without a flag (`#[arg(skip)]`) are keys only.
+#[derive(Debug, Clone, clap::Args, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeOptions {
+    /// Worker script: boots the app and calls Hearth\Worker::serve()
+    /// [default: the built-in demo]
+    #[arg(value_name = "SCRIPT")]
+    pub script: Option<PathBuf>,
+    /// Address to listen on: an IP address and port, not a host name
+    #[arg(long, short, value_name = "IP:PORT")]
+    pub listen: Address,
+    /// PEM certificate chain: serve HTTPS (HTTP/2 and HTTP/1.1, by ALPN) instead
+    /// of plain HTTP; needs --tls-key
+    #[arg(long, value_name = "PATH")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert
+    #[arg(long, value_name = "PATH")]
+    pub tls_key: Option<PathBuf>,
+    /// Without TLS, also serve HTTP/2 to clients that start with its preface
+    /// (h2c, prior knowledge)
+    #[arg(long, action = clap::ArgAction::Set, num_args = 0, default_missing_value = "true")]
+    pub h2c: bool,
+    /// Worker processes (at most, with --min-workers) [default: one per CPU]
+    #[arg(long, short, value_name = "N", visible_alias = "max-workers")]
+    #[serde(alias = "max_workers")]
+    pub workers: Option<usize>,
+    /// Requests that may wait for a worker at once; more get 503 at once;
+    /// 0: no limit but --queue-timeout
+    #[arg(long, value_name = "N")]
+    pub max_queue: usize,
+    /// Workers always running; up to --workers, extra ones start when requests
+    /// wait and stop after --scale-down-after idle [default: --workers]
+    #[arg(long, value_name = "N")]
+    pub min_workers: Option<usize>,
+    /// How long an extra worker may stay idle before it stops
+    #[arg(long, value_name = "DURATION")]
+    pub scale_down_after: Seconds,
+    /// PHP binary for workers; php-cgi gives header(), cookies and sessions
+    #[arg(long, value_name = "PATH")]
+    pub php: PathBuf,
+    /// TOML file with these options under [serve]
+    #[arg(long, short, value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+    /// Largest request body; larger ones get 413
+    #[arg(long, value_name = "SIZE")]
+    pub max_body_size: Size,
+    /// Raw request bodies up to SIZE stay in memory; larger ones are spooled to a
+    /// temporary file the worker reads; 0: every body goes to a file
+    #[arg(long, value_name = "SIZE")]
+    pub body_buffer_size: Size,
+    /// Longest request line; longer ones get 414
+    #[arg(long, value_name = "SIZE")]
+    pub max_request_line: Size,
+    /// Largest header section; larger ones get 431
+    #[arg(long, value_name = "SIZE")]
+    pub max_header_size: Size,
+    /// Most header lines in a request; more get 431
+    #[arg(long, value_name = "N")]
+    pub max_headers: usize,
+    /// How long a client has to send a request head; 408 after it
+    #[arg(long, value_name = "DURATION")]
+    pub header_timeout: Seconds,
+    /// Longest pause while a request body arrives; 408 after it
+    #[arg(long, value_name = "DURATION")]
+    pub body_timeout: Seconds,
+    /// How long an idle connection is kept open between requests; 0: no keep-alive
+    #[arg(long, value_name = "DURATION")]
+    pub keep_alive_timeout: Seconds,
+    /// Most connections open at once; more wait in the listen backlog
+    #[arg(long, value_name = "N")]
+    pub max_connections: usize,
+    /// SERVER_NAME given to PHP
+    #[arg(long, value_name = "NAME")]
+    pub server_name: String,
+    /// Document root: GET and HEAD for files in it are served from disk, everything
+    /// else goes to PHP [default: none]
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Do not gzip or brotli-compress responses on the fly (precompressed .br/.gz
+    /// files are still served)
+    #[arg(long = "no-compression", action = clap::ArgAction::Set, num_args = 0, default_missing_value = "false")]
+    pub compression: bool,
+    /// How long a request waits for a free worker before a 503
+    #[arg(long, value_name = "DURATION")]
+    pub queue_timeout: Seconds,
+    /// How long a worker may take to boot
+    #[arg(long, value_name = "DURATION")]
+    pub boot_timeout: Seconds,
+    /// On SIGTERM/SIGINT, how long in-flight requests have to finish
+    #[arg(long, value_name = "DURATION")]
+    pub grace_period: Seconds,
+    /// On stop, how long workers have to finish and exit before SIGTERM
+    #[arg(long, value_name = "DURATION")]
+    pub stop_timeout: Seconds,
+    /// Hard limit on a request once a worker has it: the client gets 504 and the
+    /// worker is stopped (SIGTERM, then SIGKILL) and replaced; 0: none
+    #[arg(long, value_name = "DURATION")]
+    pub request_timeout: Seconds,
+    /// Replace a worker after it served N requests (up to 10% more, so workers do
+    /// not all restart together); 0: never
+    #[arg(long, value_name = "N")]
+    pub max_requests: u64,
+    /// Replace a worker, between requests, once its resident memory passes SIZE;
+    /// 0: never
+    #[arg(long, value_name = "SIZE")]
+    pub max_memory: Size,
+    /// Replace a worker, between requests, once it is this old [default: never]
+    #[arg(long, value_name = "DURATION")]
+    pub ttl: Option<Seconds>,
+    /// Replace a worker that stayed idle this long [default: never]
+    #[arg(long, value_name = "DURATION")]
+    pub idle_ttl: Option<Seconds>,
+    /// Reload the workers when a .php file under the script's directory changes
+    /// (for development)
+    #[arg(long)]
+    #[serde(skip)]
+    pub watch: bool,
+    /// With --watch, the directory to watch instead of the script's
+    #[arg(long, value_name = "DIR", requires = "watch")]
+    #[serde(skip)]
+    pub watch_dir: Option<PathBuf>,
+    /// A proxy (address or network) whose X-Forwarded-For and X-Forwarded-Proto
+    /// are believed: REMOTE_ADDR and HTTPS then describe the client (repeatable)
+    #[arg(long = "trusted-proxy", value_name = "CIDR")]
+    pub trusted_proxies: Vec<Proxy>,
+    /// Run workers as this user (name, UID or UID:GID). Required when Hearth runs
+    /// as root: PHP never runs as root unless `--user root` says so
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// Extra php.ini setting for workers (repeatable)
+    #[arg(short = 'd', long = "ini", value_name = "NAME=VALUE", value_parser = values::parse_ini)]
+    #[serde(with = "values::ini_table")]
+    pub ini: Vec<(String, String)>,
+    /// Extra environment variables for workers (HEARTH_ ones are Hearth's own)
+    #[arg(skip)]
+    pub env: BTreeMap<String, String>,
+    /// Threads for HTTP and worker I/O [default: one per two CPUs]
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Leave workers under the normal scheduler instead of SCHED_BATCH
+    #[arg(long = "no-batch-scheduling", action = clap::ArgAction::Set, num_args = 0, default_missing_value = "false")]
+    pub batch_scheduling: bool,
+    /// Never queue a request on a busy worker, even when others wait
+    #[arg(long = "no-pipelining", action = clap::ArgAction::Set, num_args = 0, default_missing_value = "false")]
+    pub pipelining: bool,
+    /// Control socket for `hearth status`, `reload` and `stop`
+    /// [default: $XDG_RUNTIME_DIR/hearth/ADDR.sock, else /tmp/hearth-UID/ADDR.sock]
+    #[arg(long, value_name = "PATH")]
+    pub control_socket: Option<PathBuf>,
+    /// Serve /metrics, /healthz and /readyz on this address, never on the public
+    /// port [default: off]
+    #[arg(long, value_name = "IP:PORT")]
+    pub admin: Option<Address>,
+    /// Access log: off, common or json
+    #[arg(long, value_name = "FORMAT")]
+    pub access_log: AccessLogChoice,
+    /// Write the access log to this file (appending) instead of standard output
+    #[arg(long, value_name = "PATH")]
+    pub access_log_file: Option<PathBuf>,
+}
+
+impl Default for ServeOptions {
+    /// Every default of `hearth serve`. (The pool's and the HTTP front's
+    /// constructors have the same ones, for their own users; a test keeps
+    /// them in step.)
+    fn default() -> ServeOptions {
+        ServeOptions {
+            script: None,
+            listen: Address(([127, 0, 0, 1], 8080).into()),
+            tls_cert: None,
+            tls_key: None,
+            h2c: false,
+            workers: None,
+            max_queue: 1024,
+            min_workers: None,
+            scale_down_after: Seconds::from_secs(10),
+            php: PathBuf::from("php-cgi"),
+            config: None,
+            // Debian's post_max_size.
+            max_body_size: Size(8 << 20),
+            // nginx's limits.
+            body_buffer_size: Size(64 << 10),
+            max_request_line: Size(8 << 10),
+            max_header_size: Size(32 << 10),
+            max_headers: 100,
+            header_timeout: Seconds::from_secs(60),
+            body_timeout: Seconds::from_secs(60),
+            keep_alive_timeout: Seconds::from_secs(75),
+            max_connections: 10_000,
+            server_name: "localhost".to_owned(),
+            root: None,
+            compression: true,
+            queue_timeout: Seconds::from_secs(30),
+            boot_timeout: Seconds::from_secs(60),
+            grace_period: Seconds::from_secs(30),
+            stop_timeout: Seconds::from_secs(10),
+            // nginx's fastcgi_read_timeout.
+            request_timeout: Seconds::from_secs(60),
+            max_requests: 0,
+            max_memory: Size(0),
+            ttl: None,
+            idle_ttl: None,
+            watch: false,
+            watch_dir: None,
+            trusted_proxies: Vec::new(),
+            user: None,
+            ini: Vec::new(),
+            env: BTreeMap::new(),
+            threads: None,
+            batch_scheduling: true,
+            pipelining: true,
+            control_socket: None,
+            admin: None,
+            access_log: AccessLogChoice::Off,
+            access_log_file: None,
+        }
+    }
+}
+
+impl Section for ServeOptions {
+    const NAME: &'static str = "serve";
+
+    fn of(file: super::file::FileConfig) -> ServeOptions {
+        file.serve
+    }
+
+    fn file_paths(&mut self) -> Vec<(&'static str, &mut Option<PathBuf>)> {
+        vec![
+            ("script", &mut self.script),
+            ("tls_cert", &mut self.tls_cert),
+            ("tls_key", &mut self.tls_key),
+            ("root", &mut self.root),
+            ("control_socket", &mut self.control_socket),
+            ("access_log_file", &mut self.access_log_file),
+        ]
+    }
+
+    fn add_up(&mut self, file: ServeOptions, given: &Origins<'_>) {
+        // php.ini settings: the file's, then the flags' (PHP keeps the
+        // last value given for a name).
+        if given.on_command_line("ini") {
+            self.ini.splice(0..0, file.ini);
+        }
+        if given.on_command_line("trusted_proxies") {
+            self.trusted_proxies.splice(0..0, file.trusted_proxies);
+        }
+    }
+
+    fn validate(&self, _given: &Origins<'_>) -> Result<(), Fault> {
+        let more_than_0 = |field, zero: bool| {
+            if zero {
+                Err(Fault::new(field, "must be more than 0"))
+            } else {
+                Ok(())
+            }
+        };
+        if self.workers == Some(0) {
+            return Err(Fault::new("workers", "must be at least 1"));
+        }
+        let workers = self.workers();
+        if let Some(min) = self.min_workers {
+            if min == 0 || min > workers {
+                return Err(Fault::new(
+                    "min_workers",
+                    format!("must be between 1 and {{workers}} ({workers}), not {min}"),
+                ));
+            }
+        }
+        if self.threads == Some(0) {
+            return Err(Fault::new("threads", "must be at least 1"));
+        }
+        more_than_0("max_body_size", self.max_body_size.0 == 0)?;
+        more_than_0("max_request_line", self.max_request_line.0 == 0)?;
+        more_than_0("max_header_size", self.max_header_size.0 == 0)?;
+        more_than_0("max_headers", self.max_headers == 0)?;
+        more_than_0("max_connections", self.max_connections == 0)?;
+        more_than_0("header_timeout", self.header_timeout.0.is_zero())?;
+        more_than_0("body_timeout", self.body_timeout.0.is_zero())?;
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(_), None) => return Err(Fault::new("tls_cert", "needs {tls_key}")),
+            (None, Some(_)) => return Err(Fault::new("tls_key", "needs {tls_cert}")),
+            _ => {}
+        }
+        if self.h2c && self.tls_cert.is_some() {
+            return Err(Fault::new(
+                "h2c",
+                "is for plain HTTP: over TLS, clients choose HTTP/2 by ALPN",
+            ));
+        }
+        for (name, _) in &self.ini {
+            if let Some(why) = values::bad_ini_name(name) {
+                return Err(Fault::new("ini", why));
+            }
+        }
+        for name in self.env.keys() {
+            if name.starts_with("HEARTH_") {
+                return Err(Fault::new(
+                    "env",
+                    format!("{name}: HEARTH_ variables are set by Hearth itself"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The number of CPUs (2 when it cannot be known).
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+impl ServeOptions {
+    /// Worker processes at most: `workers`, or one per CPU.
+    pub fn workers(&self) -> usize {
+        self.workers.unwrap_or_else(cpus)
+    }
+
+    /// Workers always running: `min_workers`, or all of them.
+    pub fn min_workers(&self) -> usize {
+        self.min_workers.unwrap_or_else(|| self.workers())
+    }
+
+    /// Threads for HTTP and worker I/O: `threads`, or one per two CPUs.
+    /// One thread does HTTP and worker I/O for two CPUs' worth of PHP: on
+    /// the 2-core machine of the benchmark one thread beat two by a third,
+    /// because the workers need the other core.
+    pub fn threads(&self) -> usize {
+        self.threads.unwrap_or_else(|| {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            (cpus / 2).max(1)
+        })
+    }
+
+    /// The worker pool's configuration, for `script` (resolved by the
+    /// caller: the app's or the built-in demo) run as `user`.
+    pub fn pool_config(&self, script: &Path, user: Option<WorkerUser>) -> PoolConfig {
+        let mut pool = PoolConfig::new(&self.php, script, self.workers());
+        pool.min_workers = self.min_workers();
+        pool.queue_timeout = self.queue_timeout.0;
+        pool.max_queue = self.max_queue;
+        pool.boot_timeout = self.boot_timeout.0;
+        pool.stop_timeout = self.stop_timeout.0;
+        pool.scale_down_after = self.scale_down_after.0;
+        pool.max_requests = self.max_requests;
+        pool.max_memory = self.max_memory.0;
+        pool.ttl = self.ttl.and_then(Seconds::nonzero);
+        pool.idle_ttl = self.idle_ttl.and_then(Seconds::nonzero);
+        pool.user = user;
+        pool.ini.clone_from(&self.ini);
+        pool.batch_scheduling = self.batch_scheduling;
+        pool.pipelining = self.pipelining;
+        pool.env = self
+            .env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect();
+        pool
+    }
+
+    /// The HTTP front's configuration, with the TLS certificate (loaded by
+    /// the caller). Where the app lives (script, document root) is the
+    /// pool's: see [`ServeOptions::pool_config`].
+    pub fn serve_config(&self, tls: Option<TlsConfig>) -> ServeConfig {
+        let mut http = ServeConfig::new();
+        http.server_name.clone_from(&self.server_name);
+        http.trusted_proxies = self.trusted_proxies.iter().map(|p| p.0).collect();
+        http.compression = self.compression;
+        http.max_body_size = self.max_body_size.0;
+        http.body_buffer_size = self.body_buffer_size.as_usize();
+        http.max_request_line = self.max_request_line.as_usize();
+        http.max_header_size = self.max_header_size.as_usize();
+        http.max_headers = self.max_headers;
+        http.max_connections = self.max_connections;
+        http.header_timeout = self.header_timeout.0;
+        http.body_timeout = self.body_timeout.0;
+        http.keep_alive_timeout = self.keep_alive_timeout.0;
+        http.grace_period = self.grace_period.0;
+        http.request_timeout = self.request_timeout.nonzero();
+        http.tls = tls;
+        http.h2c = self.h2c;
+        http
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// The pool and the HTTP front have defaults of their own, for their
+    /// other users; `hearth serve` sets every value from its options, and
+    /// they agree.
+    #[test]
+    fn defaults_agree_with_the_pool_and_the_http_front() {
+        let options = ServeOptions {
+            workers: Some(3),
+            ..ServeOptions::default()
+        };
+        let ours = options.pool_config(Path::new("/app/worker.php"), None);
+        let theirs = PoolConfig::new("php-cgi", "/app/worker.php", 3);
+        assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
+        let ours = options.serve_config(None);
+        let theirs = ServeConfig::new();
+        assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
+    }
+
+    #[test]
+    fn zero_means_no_limit() {
+        let options = ServeOptions {
+            request_timeout: Seconds::from_secs(0),
+            ttl: Some(Seconds::from_secs(0)),
+            idle_ttl: Some(Seconds(Duration::from_millis(1500))),
+            ..ServeOptions::default()
+        };
+        assert_eq!(options.serve_config(None).request_timeout, None);
+        let pool = options.pool_config(Path::new("/w.php"), None);
+        assert_eq!(pool.ttl, None);
+        assert_eq!(pool.idle_ttl, Some(Duration::from_millis(1500)));
+    }
+}

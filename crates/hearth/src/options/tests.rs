@@ -1,0 +1,482 @@
+//! Reading options: flags over the file over the defaults, and errors that
+//! say where a refused value came from.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args as _, CommandFactory as _, FromArgMatches as _};
+
+use super::values::{Seconds, Size};
+use super::*;
+
+/// `T`'s options from `args` and, if given, a hearth.toml holding `file`.
+fn load<T: Section>(args: &[&str], file: Option<&str>) -> Result<T, Error> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("hearth.toml");
+    let mut argv = vec![T::NAME.to_owned()];
+    if let Some(text) = file {
+        std::fs::write(&path, text).expect("write hearth.toml");
+        argv.extend(["--config".to_owned(), path.display().to_string()]);
+    }
+    argv.extend(args.iter().map(|a| a.to_string()));
+    let matches = CommandLine::<T>::augment_args(clap::Command::new(T::NAME))
+        .try_get_matches_from(argv)
+        .map_err(|e| Error {
+            message: e.to_string(),
+        })?;
+    CommandLine::<T>::from_arg_matches(&matches)
+        .expect("matches")
+        .load()
+        .map_err(|e| Error {
+            // The temporary directory, as the docs' examples name it.
+            message: e
+                .message
+                .replace(&dir.path().display().to_string(), "/etc/app"),
+        })
+}
+
+fn serve(args: &[&str], file: Option<&str>) -> Result<ServeOptions, Error> {
+    load(args, file)
+}
+
+fn run(args: &[&str], file: Option<&str>) -> Result<RunOptions, Error> {
+    load(args, file)
+}
+
+#[test]
+fn flags_over_the_file_over_the_defaults() {
+    let file = "[serve]\nmax_queue = 10\nqueue_timeout = \"500ms\"\nh2c = true\n\
+                compression = false\nserver_name = \"app.example\"\n";
+    let o = serve(&["--max-queue", "20"], Some(file)).unwrap();
+    assert_eq!(o.max_queue, 20, "the flag wins");
+    assert_eq!(
+        o.queue_timeout,
+        Seconds(Duration::from_millis(500)),
+        "the file"
+    );
+    assert!(o.h2c, "a switch in the file, no flag");
+    assert!(!o.compression, "a negative switch in the file, no flag");
+    assert_eq!(o.server_name, "app.example");
+    assert_eq!(o.boot_timeout, Seconds::from_secs(60), "the default");
+
+    let o = serve(&["--no-compression", "--h2c"], None).unwrap();
+    assert!(!o.compression && o.h2c);
+    let o = serve(&[], None).unwrap();
+    assert!(o.compression && !o.h2c && o.batch_scheduling && o.pipelining);
+    assert_eq!(o.max_queue, 1024);
+}
+
+#[test]
+fn lists_add_up_the_files_first() {
+    let file = "[serve]\ntrusted_proxies = [\"10.0.0.0/8\"]\n\
+                [serve.ini]\nprecision = \"5\"\nmemory_limit = \"1G\"\n";
+    let o = serve(
+        &["-d", "memory_limit=2G", "--trusted-proxy", "192.0.2.1"],
+        Some(file),
+    )
+    .unwrap();
+    let ini: Vec<(&str, &str)> = o.ini.iter().map(|(k, v)| (&**k, &**v)).collect();
+    assert_eq!(
+        ini,
+        [
+            ("memory_limit", "1G"),
+            ("precision", "5"),
+            ("memory_limit", "2G")
+        ]
+    );
+    let proxies: Vec<String> = o.trusted_proxies.iter().map(|p| p.to_string()).collect();
+    assert_eq!(proxies, ["10.0.0.0/8", "192.0.2.1/32"]);
+    let o = serve(&[], Some(file)).unwrap();
+    assert_eq!(o.ini.len(), 2, "no flags: the file's alone");
+}
+
+#[test]
+fn a_full_serve_section() {
+    let o = serve(
+        &[],
+        Some(
+            "[serve]\nscript = \"app/worker.php\"\nlisten = \"0.0.0.0:9000\"\nmax_workers = 3\n\
+             max_body_size = \"16M\"\nbody_buffer_size = 16384\nboot_timeout = 10\n\
+             keep_alive_timeout = 0\nadmin = \"127.0.0.1:9090\"\naccess_log = \"json\"\n\
+             [serve.env]\nAPP_ENV = \"prod\"\n",
+        ),
+    )
+    .unwrap();
+    assert_eq!(o.listen.to_string(), "0.0.0.0:9000");
+    assert_eq!(
+        o.workers,
+        Some(3),
+        "max_workers is another name for workers"
+    );
+    assert_eq!(o.max_body_size, Size(16 << 20));
+    assert_eq!(o.body_buffer_size, Size(16 << 10));
+    assert_eq!(o.boot_timeout, Seconds::from_secs(10));
+    assert_eq!(o.keep_alive_timeout, Seconds::from_secs(0));
+    assert_eq!(
+        o.admin.map(|a| a.to_string()).as_deref(),
+        Some("127.0.0.1:9090")
+    );
+    assert_eq!(o.access_log, values::AccessLogChoice::Json);
+    assert_eq!(o.env.get("APP_ENV").map(String::as_str), Some("prod"));
+}
+
+#[test]
+fn paths_in_the_file_are_relative_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("hearth.toml");
+    std::fs::write(
+        &config,
+        "[serve]\nscript = \"app/worker.php\"\ntls_cert = \"certs/site.pem\"\ntls_key = \"/k/site.key\"\n\
+         root = \"public\"\ncontrol_socket = \"run/hearth.sock\"\naccess_log_file = \"log/access.log\"\n\
+         php = \"php-cgi8.2\"\n[run]\nphp_bootstrap = \"app/bootstrap.php\"\n",
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let matches = CommandLine::<ServeOptions>::augment_args(clap::Command::new("serve"))
+        .try_get_matches_from(["serve", "--config", &config, "--root", "web"])
+        .unwrap();
+    let o = CommandLine::<ServeOptions>::from_arg_matches(&matches)
+        .unwrap()
+        .load()
+        .unwrap();
+    let at = |p: &str| Some(dir.path().join(p));
+    assert_eq!(o.script, at("app/worker.php"));
+    assert_eq!(o.tls_cert, at("certs/site.pem"));
+    assert_eq!(o.tls_key, Some(PathBuf::from("/k/site.key")));
+    assert_eq!(
+        o.root,
+        Some(PathBuf::from("web")),
+        "a flag's path is the shell's"
+    );
+    assert_eq!(o.control_socket, at("run/hearth.sock"));
+    assert_eq!(o.access_log_file, at("log/access.log"));
+    assert_eq!(
+        o.php,
+        PathBuf::from("php-cgi8.2"),
+        "a command name, not a path"
+    );
+
+    let matches = CommandLine::<RunOptions>::augment_args(clap::Command::new("run"))
+        .try_get_matches_from(["run", "--config", &config])
+        .unwrap();
+    let o = CommandLine::<RunOptions>::from_arg_matches(&matches)
+        .unwrap()
+        .load()
+        .unwrap();
+    assert_eq!(o.php_bootstrap, at("app/bootstrap.php"));
+}
+
+/// The message of a refused value.
+fn refused<T: Section + std::fmt::Debug>(result: Result<T, Error>) -> String {
+    result.expect_err("refused").to_string()
+}
+
+#[test]
+fn a_bad_value_in_the_file_names_the_file_the_section_and_the_key() {
+    let cases = [
+        (
+            "[serve]\nworkers = \"many\"\n",
+            "[serve] workers: ",
+            "line 2",
+        ),
+        (
+            "[serve]\nmax_queue = \"x\"\n",
+            "[serve] max_queue: ",
+            "a whole number",
+        ),
+        ("[serve]\nworkers = 0\n", "[serve] workers: ", "at least 1"),
+        (
+            "[serve]\nmax_body_size = \"8 parsecs\"\n",
+            "[serve] max_body_size: ",
+            "8 parsecs",
+        ),
+        (
+            "[serve]\nqueue_timeout = \"soon\"\n",
+            "[serve] queue_timeout: ",
+            "soon",
+        ),
+        (
+            "[serve]\nlisten = \"localhost\"\n",
+            "[serve] listen: ",
+            "localhost",
+        ),
+        ("[serve]\nwokers = 2\n", "[serve] wokers: ", "unknown key"),
+        (
+            "[serve]\n[serve.ini]\n\"bad name\" = \"1\"\n",
+            "[serve] ini: ",
+            "bad name",
+        ),
+        (
+            "[serve.ini]\nmemory_limit = 256\n",
+            "[serve] ini.memory_limit: ",
+            "a string",
+        ),
+        (
+            "[serve.env]\nHEARTH_RESPONSES = \"/x\"\n",
+            "[serve] env: ",
+            "HEARTH_",
+        ),
+        (
+            "[serve]\ntrusted_proxies = [\"proxy\"]\n",
+            "[serve] trusted_proxies[0]: ",
+            "proxy",
+        ),
+        (
+            "[serve]\nheader_timeout = 0\n",
+            "[serve] header_timeout: ",
+            "more than 0",
+        ),
+        (
+            "[serve]\nmax_connections = 0\n",
+            "[serve] max_connections: ",
+            "more than 0",
+        ),
+        (
+            "[serve]\ntls_cert = \"a.pem\"\n",
+            "[serve] tls_cert: ",
+            "needs tls_key",
+        ),
+        (
+            "[serve]\nworkers = 2\nmin_workers = 3\n",
+            "[serve] min_workers: ",
+            "and workers (2)",
+        ),
+        (
+            "[serve]\nh2c = true\ntls_cert = \"a\"\ntls_key = \"b\"\n",
+            "[serve] h2c: ",
+            "plain HTTP",
+        ),
+        (
+            "[sevre]\nworkers = 2\n",
+            "[sevre]: unknown section",
+            "`serve` or `run`",
+        ),
+        ("[run]\njobs = \"all\"\n", "[run] jobs: ", "a whole number"),
+        ("[run]\nbogus = 1\n", "[run] bogus: unknown key", "`jobs`"),
+        (
+            "[run]\nhalt = \"now\"\n",
+            "[run] halt: unknown key",
+            "`jobs`",
+        ),
+        ("serve = 3\n", "[serve]: ", "expected a table"),
+    ];
+    for (text, place, detail) in cases {
+        let err = refused(serve(&[], Some(text)));
+        assert!(
+            err.starts_with(&format!("/etc/app/hearth.toml: {place}")),
+            "{place} in: {err}"
+        );
+        assert!(err.contains(detail), "{detail} in: {err}");
+    }
+    // Each command checks its own section's values.
+    let err = refused(run(&[], Some("[run]\njobs = 0\n")));
+    assert_eq!(err, "/etc/app/hearth.toml: [run] jobs: must be at least 1");
+    assert!(serve(&[], Some("[run]\njobs = 0\n")).is_ok());
+}
+
+#[test]
+fn a_bad_flag_value_names_the_flag() {
+    for (args, file, expected) in [
+        (
+            &["--workers", "0"][..],
+            None,
+            "--workers: must be at least 1",
+        ),
+        (
+            &["--max-body-size", "0"],
+            None,
+            "--max-body-size: must be more than 0",
+        ),
+        (&["--tls-key", "k.pem"], None, "--tls-key: needs --tls-cert"),
+        (
+            &["-d", "a b=1"],
+            None,
+            "--ini: \"a b\" is not a php.ini setting name",
+        ),
+        (
+            &["--min-workers", "3"],
+            Some("[serve]\nworkers = 2\n"),
+            "--min-workers: must be between 1 and workers (2), not 3",
+        ),
+        (
+            &["--min-workers", "3", "--workers", "2"],
+            None,
+            "--min-workers: must be between 1 and --workers (2), not 3",
+        ),
+        (
+            &["--h2c"],
+            Some("[serve]\ntls_cert = \"a\"\ntls_key = \"b\"\n"),
+            "--h2c: is for plain HTTP: over TLS, clients choose HTTP/2 by ALPN",
+        ),
+    ] {
+        assert_eq!(refused(serve(args, file)), expected);
+    }
+    let err = refused(serve(&["--queue-timeout", "soon"], None));
+    assert!(err.contains("--queue-timeout <DURATION>"), "{err}");
+}
+
+#[test]
+fn run_reads_its_section() {
+    let file = "[run]\njobs = 3\ntimeout = \"2m\"\nkill_after = 1\nretries = 2\n\
+                max_output = \"1M\"\nphp = \"php8.2\"\nboot_timeout = \"5s\"\n\
+                [run.ini]\nmemory_limit = \"1G\"\n[serve]\nworkers = 7\n";
+    let o = run(&["--retries", "4"], Some(file)).unwrap();
+    assert_eq!(o.jobs(), 3);
+    assert_eq!(o.timeout, Some(Seconds::from_secs(120)));
+    assert_eq!(o.kill_after, Seconds::from_secs(1));
+    assert_eq!(o.retries, 4, "the flag wins");
+    assert_eq!(o.max_output, Size(1 << 20));
+    assert_eq!(
+        o.php,
+        PathBuf::from("php8.2"),
+        "a PHP binary for runs with a bootstrap"
+    );
+    assert_eq!(o.boot_timeout, Seconds::from_secs(5));
+    assert_eq!(o.ini, [("memory_limit".to_owned(), "1G".to_owned())]);
+    let config = o.run_config(None);
+    assert_eq!(config.jobs, 3);
+    assert_eq!(config.timeout, Some(Duration::from_secs(120)));
+
+    let o = run(&[], None).unwrap();
+    assert_eq!(o.kill_after, Seconds::from_secs(2));
+    assert_eq!(o.max_output, Size(16 << 20));
+    assert_eq!(o.php, PathBuf::from("php"));
+    assert_eq!(o.run_config(None).timeout, None);
+}
+
+#[test]
+fn run_refuses_php_options_without_a_bootstrap_on_the_command_line() {
+    assert_eq!(
+        refused(run(&["--php", "php8.2"], None)),
+        "--php: needs --php-bootstrap"
+    );
+    assert_eq!(
+        refused(run(&["-d", "a=1"], None)),
+        "--ini: needs --php-bootstrap"
+    );
+    // The bootstrap may come from the file.
+    let o = run(
+        &["--php", "php8.2"],
+        Some("[run]\nphp_bootstrap = \"/app/bootstrap.php\"\n"),
+    )
+    .unwrap();
+    assert_eq!(o.php_bootstrap, Some(PathBuf::from("/app/bootstrap.php")));
+    let err = refused(run(
+        &["--lines"],
+        Some("[run]\nphp_bootstrap = \"/app/bootstrap.php\"\n"),
+    ));
+    assert_eq!(
+        err,
+        "/etc/app/hearth.toml: [run] php_bootstrap: reads JSON Lines of jobs; it does not combine with --lines or a COMMAND"
+    );
+}
+
+#[test]
+fn a_missing_config_file_is_named() {
+    let matches = CommandLine::<ServeOptions>::augment_args(clap::Command::new("serve"))
+        .try_get_matches_from(["serve", "--config", "/nonexistent/hearth.toml"])
+        .unwrap();
+    let err = CommandLine::<ServeOptions>::from_arg_matches(&matches)
+        .unwrap()
+        .load()
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("/nonexistent/hearth.toml: cannot read"),
+        "{err}"
+    );
+}
+
+/// `--help`: durations take a DURATION, sizes a SIZE, and every option
+/// with a value says its default.
+#[test]
+fn help_shows_value_kinds_and_defaults() {
+    use std::any::TypeId;
+    let mut cli = crate::Cli::command();
+    cli.build();
+    for name in ["serve", "run"] {
+        let command = cli.find_subcommand(name).expect("subcommand");
+        for arg in command.get_arguments() {
+            let id = arg.get_id().as_str();
+            let parser = arg.get_value_parser().type_id();
+            let value_name = arg
+                .get_value_names()
+                .and_then(|n| n.first())
+                .map(ToString::to_string);
+            if parser == TypeId::of::<Seconds>() {
+                assert_eq!(value_name.as_deref(), Some("DURATION"), "{name} {id}");
+            }
+            if parser == TypeId::of::<Size>() {
+                assert_eq!(value_name.as_deref(), Some("SIZE"), "{name} {id}");
+            }
+            assert!(!arg.is_required_set(), "{name} {id} has a default");
+        }
+        let help = command.clone().render_help().to_string();
+        for shown in match name {
+            "serve" => &[
+                "--max-queue <N>  ",
+                "[default: 1024]",
+                "--queue-timeout <DURATION>",
+                "[default: 30s]",
+                "--max-body-size <SIZE>",
+                "[default: 8M]",
+                "--listen <IP:PORT>",
+                "[default: 127.0.0.1:8080]",
+                "[default: php-cgi]",
+                "[default: off] [possible values: off, common, json]",
+            ][..],
+            _ => &[
+                "[default: 2s]",
+                "[default: 16M]",
+                "[default: php]",
+                "[default: 60s]",
+            ],
+        } {
+            assert!(help.contains(shown), "{shown} in:\n{help}");
+        }
+    }
+}
+
+#[test]
+fn defaults_are_valid() {
+    let mut cli = crate::Cli::command();
+    cli.build();
+    let given = |name: &str| {
+        let matches = cli
+            .clone()
+            .try_get_matches_from(["hearth", name])
+            .expect("parse");
+        matches.subcommand().expect("subcommand").1.clone()
+    };
+    let serve_matches = given("serve");
+    let origins = Origins {
+        matches: &serve_matches,
+        command: ServeOptions::augment_args(clap::Command::new("serve")),
+        file: None,
+        file_keys: Vec::new(),
+        section: "serve",
+    };
+    assert!(ServeOptions::default().validate(&origins).is_ok());
+    let run_matches = given("run");
+    let origins = Origins {
+        matches: &run_matches,
+        command: RunOptions::augment_args(clap::Command::new("run")),
+        file: None,
+        file_keys: Vec::new(),
+        section: "run",
+    };
+    assert!(RunOptions::default().validate(&origins).is_ok());
+}
+
+/// Paths relative to the file are keys of the file.
+#[test]
+fn each_sections_relative_paths_are_keys() {
+    fn check<T: Section>() {
+        let keys = serde_json::to_value(T::default()).expect("serialize");
+        for (key, _) in T::default().file_paths() {
+            assert!(keys.get(key).is_some(), "[{}] {key}", T::NAME);
+        }
+    }
+    check::<ServeOptions>();
+    check::<RunOptions>();
+}

@@ -1,0 +1,325 @@
+//! The kinds of values options take, each read the same way from a flag
+//! and from `hearth.toml`: sizes, durations, addresses, php.ini settings,
+//! proxies. A type here parses with `FromStr` (the flag) and deserializes
+//! through the same parser (the file), and prints back in a form it reads
+//! (the defaults in `--help` and the docs).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+/// A byte size: a number of bytes, or a whole number with K, M or G
+/// (binary: "512K", "8M", "1G"). In the file, a TOML integer or a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Size(pub u64);
+
+impl Size {
+    /// The size as a `usize`, saturating (on 32-bit targets).
+    pub fn as_usize(self) -> usize {
+        usize::try_from(self.0).unwrap_or(usize::MAX)
+    }
+}
+
+impl std::str::FromStr for Size {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Size, String> {
+        let invalid = || format!("invalid size {s:?}: expected bytes or a number with K, M or G");
+        let t = s.trim();
+        let (digits, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()));
+        let n: u64 = digits.parse().map_err(|_| invalid())?;
+        let shift = match unit.trim().to_ascii_uppercase().as_str() {
+            "" | "B" => 0,
+            "K" | "KB" | "KIB" => 10,
+            "M" | "MB" | "MIB" => 20,
+            "G" | "GB" | "GIB" => 30,
+            _ => return Err(invalid()),
+        };
+        n.checked_mul(1 << shift)
+            .map(Size)
+            .ok_or_else(|| format!("size {s:?} is too large"))
+    }
+}
+
+/// The largest unit that divides the size exactly: "8M", "64K", "100".
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (shift, unit) in [(30, "G"), (20, "M"), (10, "K")] {
+            if self.0 != 0 && self.0.trailing_zeros() >= shift {
+                return write!(f, "{}{unit}", self.0 >> shift);
+            }
+        }
+        write!(f, "{}", self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Size, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Size;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a size in bytes or a string like \"8M\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Size, E> {
+                u64::try_from(v)
+                    .map(Size)
+                    .map_err(|_| E::custom("a size cannot be negative"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Size, E> {
+                v.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A duration: seconds, possibly fractional, or a number with ms, s, m or
+/// h ("500ms", "30s", "2m"), read by `hearth_run::parse_duration`, the one
+/// grammar for every duration Hearth reads, task lines included. In the
+/// file, a TOML integer or float (seconds) or a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seconds(pub Duration);
+
+impl Seconds {
+    pub const fn from_secs(secs: u64) -> Seconds {
+        Seconds(Duration::from_secs(secs))
+    }
+
+    /// The duration, or none for 0 (which means "no limit").
+    pub fn nonzero(self) -> Option<Duration> {
+        Some(self.0).filter(|d| !d.is_zero())
+    }
+}
+
+impl std::str::FromStr for Seconds {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Seconds, String> {
+        hearth_run::parse_duration(s).map(Seconds)
+    }
+}
+
+/// "30s", "500ms", "1.5s".
+impl fmt::Display for Seconds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.0;
+        if d.subsec_nanos() == 0 {
+            write!(f, "{}s", d.as_secs())
+        } else if d.subsec_millis() * 1_000_000 == d.subsec_nanos() {
+            write!(f, "{}ms", d.as_millis())
+        } else {
+            write!(f, "{}s", d.as_secs_f64())
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Seconds, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Seconds;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("seconds or a string like \"30s\" or \"500ms\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Seconds, E> {
+                u64::try_from(v)
+                    .map(Seconds::from_secs)
+                    .map_err(|_| E::custom("a duration cannot be negative"))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Seconds, E> {
+                Duration::try_from_secs_f64(v)
+                    .map(Seconds)
+                    .map_err(|_| E::custom("invalid duration"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Seconds, E> {
+                v.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// An IP address and a port: "127.0.0.1:8080", "[::]:443". Not a host
+/// name: Hearth resolves nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Address(pub SocketAddr);
+
+impl std::str::FromStr for Address {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Address, String> {
+        s.trim().parse().map(Address).map_err(|_| {
+            format!("{s:?} is not an IP address and port like 127.0.0.1:8080 or [::]:8080")
+        })
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A proxy whose forwarding headers are believed: an IP address or a
+/// network ("10.0.0.0/8").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Proxy(pub ipnet::IpNet);
+
+impl std::str::FromStr for Proxy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Proxy, String> {
+        hearth_http::parse_trusted_proxy(s).map(Proxy)
+    }
+}
+
+impl fmt::Display for Proxy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Written as text, in the form `FromStr` reads (for the defaults shown
+/// in `--help` and the docs).
+macro_rules! serialize_as_text {
+    ($($t:ty),*) => {$(
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+    )*};
+}
+serialize_as_text!(Seconds, Address, Proxy);
+
+/// A size with a unit is written as text ("8M"); one without, as a number
+/// of bytes.
+impl Serialize for Size {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let text = self.to_string();
+        if text.bytes().all(|b| b.is_ascii_digit()) {
+            s.serialize_u64(self.0)
+        } else {
+            s.serialize_str(&text)
+        }
+    }
+}
+
+/// Read in the file from a string, by `FromStr`, as from a flag.
+macro_rules! deserialize_from_text {
+    ($($t:ty),*) => {$(
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                let text = String::deserialize(d)?;
+                text.parse().map_err(de::Error::custom)
+            }
+        }
+    )*};
+}
+deserialize_from_text!(Address, Proxy);
+
+/// `--access-log` and `access_log`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessLogChoice {
+    #[default]
+    Off,
+    Common,
+    Json,
+}
+
+/// A php.ini setting from the command line, `NAME=VALUE` (`-d`, as PHP's
+/// own flag takes it).
+pub fn parse_ini(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_owned(), value.to_owned()))
+        }
+        _ => Err(format!("{s:?} is not NAME=VALUE")),
+    }
+}
+
+/// Why `name` cannot be a php.ini setting's name, if it cannot.
+pub fn bad_ini_name(name: &str) -> Option<String> {
+    (name.is_empty() || name.contains('=') || name.contains(char::is_whitespace))
+        .then(|| format!("{name:?} is not a php.ini setting name"))
+}
+
+/// php.ini settings in the file: a table of name = "value", read in name
+/// order.
+pub mod ini_table {
+    use super::*;
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
+        Ok(BTreeMap::<String, String>::deserialize(d)?
+            .into_iter()
+            .collect())
+    }
+
+    pub fn serialize<S: Serializer>(ini: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(ini.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_and_print_back() {
+        assert_eq!("1G".parse::<Size>(), Ok(Size(1 << 30)));
+        assert_eq!("512".parse::<Size>(), Ok(Size(512)));
+        assert_eq!("64kib".parse::<Size>(), Ok(Size(64 << 10)));
+        assert!("x".parse::<Size>().is_err());
+        assert!("1.5M".parse::<Size>().is_err());
+        assert!("99999999999G".parse::<Size>().is_err());
+        for text in ["8M", "64K", "1G", "100", "0", "1025"] {
+            assert_eq!(text.parse::<Size>().map(|s| s.to_string()), Ok(text.into()));
+        }
+    }
+
+    #[test]
+    fn durations_read_and_print_back() {
+        assert_eq!("2m".parse::<Seconds>(), Ok(Seconds::from_secs(120)));
+        assert_eq!(
+            "1.5".parse::<Seconds>(),
+            Ok(Seconds(Duration::from_millis(1500)))
+        );
+        assert!("-1s".parse::<Seconds>().is_err());
+        assert!("soon".parse::<Seconds>().is_err());
+        for text in ["30s", "0s", "500ms", "1.5s"] {
+            let d: Seconds = text.parse().unwrap();
+            assert_eq!(d.to_string().parse::<Seconds>(), Ok(d), "{text}");
+        }
+        assert_eq!(Seconds(Duration::from_millis(1500)).to_string(), "1500ms");
+    }
+
+    #[test]
+    fn addresses_and_proxies() {
+        assert!("127.0.0.1:80".parse::<Address>().is_ok());
+        assert!("[::1]:80".parse::<Address>().is_ok());
+        let err = "localhost:80".parse::<Address>().unwrap_err();
+        assert!(err.contains("\"localhost:80\""), "{err}");
+        assert!("10.0.0.0/8".parse::<Proxy>().is_ok());
+        assert!("10.0.0.1".parse::<Proxy>().is_ok());
+        assert!("proxy".parse::<Proxy>().is_err());
+    }
+
+    #[test]
+    fn ini_settings() {
+        assert_eq!(
+            parse_ini(" memory_limit =256M"),
+            Ok(("memory_limit".into(), "256M".into()))
+        );
+        assert_eq!(parse_ini("a=b=c"), Ok(("a".into(), "b=c".into())));
+        assert!(parse_ini("novalue").is_err());
+        assert!(parse_ini("=1").is_err());
+        assert!(bad_ini_name("a b").is_some());
+        assert!(bad_ini_name("session.save_path").is_none());
+    }
+}
