@@ -22,7 +22,7 @@ use crate::body::{self, BodyError, UploadSettings};
 use crate::cgi::{self, Connection, Script, ServerInfo};
 use crate::framing::Limits;
 use crate::guard::{self, GuardedIo, Timeouts, Tracked};
-use crate::observe::{Observer, Record, WorkerPid};
+use crate::observe::{Observed, Observer, Record, WorkerPid};
 use crate::protocol::{self, Negotiation, Protocol};
 use crate::response::{self, ResponseBody};
 use crate::tls::TlsConfig;
@@ -254,7 +254,7 @@ pub async fn serve(
                         let begun = shared.begin();
                         let in_flight = begun.in_flight;
                         if let Some(status) = begun.refused {
-                            let response = closing(response::error_page(status));
+                            let response = closing(response::error_page(status)).map(Observed::unobserved);
                             return Ok::<_, Infallible>(response.map(|b| Tracked::new(b, in_flight)));
                         }
                         if let Some(target) = begun.target {
@@ -370,9 +370,10 @@ async fn handle(
     req: Request<Incoming>,
     app: Arc<App>,
     conn: Arc<Connection>,
-) -> Result<Response<ResponseBody>, Infallible> {
+) -> Result<Response<Observed<ResponseBody>>, Infallible> {
     if !app.config.observer.is_on() {
-        return respond(req, app, conn).await;
+        let response = respond(req, app, conn).await?;
+        return Ok(response.map(Observed::unobserved));
     }
     // Recorded when the response has been sent, or when this future is
     // dropped first (the client went away).
