@@ -16,6 +16,7 @@ pub mod admin;
 mod body;
 mod cgi;
 mod compress;
+mod config;
 mod framing;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -32,8 +33,9 @@ mod tls;
 
 pub use access_log::{AccessLog, AccessLogFormat};
 pub use cgi::{parse_trusted_proxy, Script};
+pub use config::ServeConfig;
 pub use metrics::Metrics;
 pub use observe::{Observed, Observer};
 pub use response::{ReaderBody, ResponseBody, StreamError};
-pub use server::{serve, ServeConfig};
+pub use server::serve;
 pub use tls::{TlsConfig, TlsError};

@@ -3,7 +3,6 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::os::unix::ffi::OsStrExt as _;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -19,121 +18,15 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
 use crate::body::{self, BodyError, UploadSettings};
-use crate::cgi::{self, Connection, Script, ServerInfo};
+use crate::cgi::{self, Connection, ServerInfo};
+use crate::config::ServeConfig;
 use crate::framing::Limits;
 use crate::guard::{self, GuardedIo, Timeouts, Tracked};
-use crate::observe::{Observed, Observer, Record, WorkerPid};
+use crate::observe::{Observed, Record, WorkerPid};
 use crate::protocol::{self, Negotiation, Protocol};
 use crate::response::{self, ResponseBody};
 use crate::tls::TlsConfig;
 use crate::{compress, static_files};
-
-/// How the HTTP front behaves.
-#[derive(Debug, Clone)]
-pub struct ServeConfig {
-    /// Where the worker script sits (for `SCRIPT_*` and `DOCUMENT_ROOT`).
-    pub script: Script,
-    /// `SERVER_NAME`.
-    pub server_name: String,
-    /// Proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed:
-    /// a request from one of them gets the client's address as
-    /// `REMOTE_ADDR`, and `HTTPS=on` when the client used https.
-    pub trusted_proxies: Vec<ipnet::IpNet>,
-    /// Document root for static files: absolute, symlinks resolved. A GET
-    /// or HEAD for a file under it is answered from disk; everything else
-    /// goes to PHP. None: every request goes to PHP.
-    pub root: Option<PathBuf>,
-    /// Compress responses on the fly (gzip, brotli) for clients that
-    /// accept it: static files, and whole PHP responses.
-    pub compression: bool,
-    /// `SERVER_SOFTWARE`.
-    pub server_software: String,
-    /// Largest request body accepted; larger ones get 413 before any worker
-    /// is involved.
-    pub max_body_size: u64,
-    /// Raw request bodies up to this size are kept in memory and sent to
-    /// the worker in frames; larger ones are spooled to a temporary file
-    /// that the worker reads (nginx's `client_body_buffer_size`).
-    pub body_buffer_size: usize,
-    /// Bytes of raw request bodies held in memory across all connections,
-    /// at most; beyond it bodies are spooled to files however small. With
-    /// `body_buffer_size`, what bounds the memory request bodies take.
-    pub body_memory: usize,
-    /// Longest request line (without its CRLF); a longer one gets 414.
-    pub max_request_line: usize,
-    /// Largest header section (all header lines, CRLFs included); a larger
-    /// one gets 431.
-    pub max_header_size: usize,
-    /// Most header lines in a request; more get 431.
-    pub max_headers: usize,
-    /// How long a client has to send a whole request head, from its first
-    /// byte (on a new connection, from the accept): 408 when a head has
-    /// started, a quiet close when nothing came. A slowloris cannot hold a
-    /// connection longer.
-    pub header_timeout: Duration,
-    /// Longest pause while a request body arrives: 408.
-    pub body_timeout: Duration,
-    /// How long a connection may stay idle between requests before it is
-    /// closed. Zero turns keep-alive off.
-    pub keep_alive_timeout: Duration,
-    /// Most connections open at once. Beyond it Hearth stops accepting:
-    /// new connections wait in the listen backlog until one closes.
-    pub max_connections: usize,
-    /// Request bodies travel to workers in frames of at most this size.
-    pub body_chunk: usize,
-    /// Seconds announced in `Retry-After` when no worker is available.
-    pub retry_after: u32,
-    /// After shutdown is triggered, how long in-flight requests have to
-    /// complete before their connections are dropped.
-    pub grace_period: Duration,
-    /// A hard limit on how long a worker may take over a request, from the
-    /// moment it has it to the end of the response: past it the worker is
-    /// stopped (SIGTERM, then SIGKILL) and replaced, and the client gets
-    /// 504 (or, mid-stream, a cut connection). None: no limit.
-    pub request_timeout: Option<Duration>,
-    /// Serve HTTPS with this certificate: HTTP/2 or HTTP/1.1, as the
-    /// client chooses by ALPN. None: plain HTTP.
-    pub tls: Option<TlsConfig>,
-    /// On plain HTTP, also serve HTTP/2 to clients that open with its
-    /// preface (h2c with prior knowledge).
-    pub h2c: bool,
-    /// Most requests an HTTP/2 connection may have in flight at once
-    /// (nginx's `http2_max_concurrent_streams`).
-    pub max_concurrent_streams: u32,
-    /// Metrics and the access log, when either is on.
-    pub observer: Observer,
-}
-
-impl ServeConfig {
-    pub fn new(script: Script) -> ServeConfig {
-        ServeConfig {
-            script,
-            server_name: "localhost".into(),
-            trusted_proxies: Vec::new(),
-            root: None,
-            compression: true,
-            server_software: concat!("hearth/", env!("CARGO_PKG_VERSION")).into(),
-            max_body_size: 8 << 20,
-            body_buffer_size: 64 << 10,
-            body_memory: 64 << 20,
-            max_request_line: 8 << 10,
-            max_header_size: 32 << 10,
-            max_headers: 100,
-            header_timeout: Duration::from_secs(60),
-            body_timeout: Duration::from_secs(60),
-            keep_alive_timeout: Duration::from_secs(75),
-            max_connections: 10_000,
-            body_chunk: 1 << 20,
-            retry_after: 1,
-            grace_period: Duration::from_secs(30),
-            request_timeout: Some(Duration::from_secs(60)),
-            tls: None,
-            h2c: false,
-            max_concurrent_streams: 128,
-            observer: Observer::default(),
-        }
-    }
-}
 
 #[derive(Debug)]
 struct App {
