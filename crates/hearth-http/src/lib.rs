@@ -25,6 +25,7 @@ mod guard;
 mod metrics;
 mod observe;
 mod protocol;
+mod request;
 mod response;
 mod server;
 mod static_files;

@@ -327,6 +327,14 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
     )
 }
 
+/// A response after which the connection is closed.
+pub(crate) fn closing(mut response: Response<ResponseBody>) -> Response<ResponseBody> {
+    response
+        .headers_mut()
+        .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
 /// A small HTML error page in the style web servers use.
 pub(crate) fn error_page(status: StatusCode) -> Response<ResponseBody> {
     let text = format!(

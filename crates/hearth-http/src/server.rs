@@ -2,23 +2,20 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::os::unix::ffi::OsStrExt as _;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::BytesMut;
 use hearth_pool::Pool;
-use hearth_proto::{begin_frame, encode_frame, end_frame, Kind};
 use http::{HeaderValue, Request, Response, StatusCode};
-use hyper::body::{Body as _, Incoming};
+use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
-use crate::body::{self, BodyError, UploadSettings};
-use crate::cgi::{self, Connection, ServerInfo};
+use crate::cgi::{self, Connection};
 use crate::config::ServeConfig;
 use crate::framing::Limits;
 use crate::guard::{self, GuardedIo, Timeouts, Tracked};
@@ -26,17 +23,14 @@ use crate::observe::{Observed, Record, WorkerPid};
 use crate::protocol::{self, Negotiation, Protocol};
 use crate::response::{self, ResponseBody};
 use crate::tls::TlsConfig;
-use crate::{compress, static_files};
+use crate::{compress, request, static_files};
 
 #[derive(Debug)]
 struct App {
     pool: Pool,
     config: ServeConfig,
-    info: ServerInfo,
-    /// What raw request bodies may hold in memory, all together.
-    body_budget: Arc<body::Budget>,
-    /// Said once: workers cannot read spooled bodies.
-    warned_no_body_files: std::sync::atomic::AtomicBool,
+    /// Turns requests into what the workers receive.
+    requests: request::Encoder,
 }
 
 /// Serves HTTP (see [`ServeConfig::tls`] and [`ServeConfig::h2c`]) on `listener` until `shutdown` completes, then stops
@@ -49,14 +43,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let app = Arc::new(App {
-        info: ServerInfo {
-            script: config.script.clone(),
-            server_name: config.server_name.clone(),
-            server_software: config.server_software.clone(),
-            trusted_proxies: config.trusted_proxies.clone(),
-        },
-        body_budget: body::Budget::new(config.body_memory),
-        warned_no_body_files: std::sync::atomic::AtomicBool::new(false),
+        requests: request::Encoder::new(&config),
         pool,
         config,
     });
@@ -147,7 +134,7 @@ pub async fn serve(
                         let begun = shared.begin();
                         let in_flight = begun.in_flight;
                         if let Some(status) = begun.refused {
-                            let response = closing(response::error_page(status)).map(Observed::unobserved);
+                            let response = response::closing(response::error_page(status)).map(Observed::unobserved);
                             return Ok::<_, Infallible>(response.map(|b| Tracked::new(b, in_flight)));
                         }
                         if let Some(target) = begun.target {
@@ -249,14 +236,6 @@ async fn accept(
     (slot, listener.accept().await)
 }
 
-/// A response after which the connection is closed.
-fn closing(mut response: Response<ResponseBody>) -> Response<ResponseBody> {
-    response
-        .headers_mut()
-        .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
-    response
-}
-
 /// Answers a request, recording it for metrics and the access log when
 /// they are on.
 async fn handle(
@@ -280,7 +259,7 @@ async fn respond(
     app: Arc<App>,
     conn: Arc<Connection>,
 ) -> Result<Response<ResponseBody>, Infallible> {
-    let now = SystemTime::now();
+    let received = SystemTime::now();
     let (parts, incoming) = req.into_parts();
     let config = &app.config;
 
@@ -290,114 +269,16 @@ async fn respond(
         }
     }
 
-    if let Some(declared) = parts
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
+    let mut request = match app
+        .requests
+        .read(parts, incoming, received, &app.pool)
+        .await
     {
-        if declared > config.max_body_size {
-            return Ok(response::error_page(StatusCode::PAYLOAD_TOO_LARGE));
-        }
-    }
-
-    let request_body = if incoming.is_end_stream() {
-        body::Body::default()
-    } else {
-        let mut settings = UploadSettings::from_ready(app.pool.settings().as_deref());
-        settings.owner = app.pool.config().user.as_ref().map(|u| (u.uid, u.gid));
-        let read = match body::multipart_boundary(
-            &parts.method,
-            parts.headers.get(http::header::CONTENT_TYPE),
-        ) {
-            Some(boundary) if settings.parse_post && !exceeds_post_max(&parts, &settings) => {
-                body::multipart(incoming, boundary, config.max_body_size, &settings).await
-            }
-            _ => {
-                if !settings.body_files
-                    && !app
-                        .warned_no_body_files
-                        .swap(true, std::sync::atomic::Ordering::Relaxed)
-                {
-                    tracing::warn!(
-                        "the workers cannot read request bodies spooled to {} (a PHP library \
-                         older than this hearth, or open_basedir): bodies stay in memory",
-                        settings.tmp_dir.display()
-                    );
-                }
-                let spool = body::Spool {
-                    buffer_size: config.body_buffer_size,
-                    budget: &app.body_budget,
-                    dir: &settings.tmp_dir,
-                    owner: settings.owner,
-                    files: settings.body_files,
-                };
-                body::raw(incoming, config.max_body_size, &spool).await
-            }
-        };
-        match read {
-            Ok(body) => body,
-            Err(BodyError::TooLarge) => {
-                return Ok(response::error_page(StatusCode::PAYLOAD_TOO_LARGE))
-            }
-            // The rest of the body is not read, so the connection cannot
-            // carry another request: close it after the answer.
-            Err(BodyError::Malformed(why)) => {
-                tracing::warn!(uri = %parts.uri, "refused a request (400 Bad Request): bad request body: {why}");
-                return Ok(closing(response::error_page(StatusCode::BAD_REQUEST)));
-            }
-            Err(BodyError::Io(why)) => {
-                // Refused by the connection guard (400), stalled (408), or
-                // the client went away (nobody reads the answer).
-                let status = parts
-                    .extensions
-                    .get::<Arc<guard::Shared>>()
-                    .and_then(|g| g.body_refusal())
-                    .unwrap_or(StatusCode::BAD_REQUEST);
-                tracing::debug!("request body not received: {why}");
-                return Ok(closing(response::error_page(status)));
-            }
-            Err(BodyError::Spool(why)) => {
-                tracing::error!(uri = %parts.uri, "cannot spool a request body: {why}");
-                return Ok(closing(response::error_page(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                )));
-            }
-        }
+        Ok(request) => request,
+        Err(answer) => return Ok(answer),
     };
-
-    let has_body =
-        request_body.len > 0 || request_body.form.is_some() || request_body.file.is_some();
-    let body_len = has_body.then_some(request_body.len);
-    let chunk = config.body_chunk.max(1);
-    let encode = |buf: &mut BytesMut, id: u32| {
-        let at = begin_frame(buf, Kind::Request, 0, id);
-        cgi::write_server_vars(buf, &parts, &conn, &app.info, body_len, now);
-        end_frame(buf, at);
-        for piece in request_body.raw.chunks(chunk) {
-            encode_frame(buf, Kind::Body, 0, id, piece);
-        }
-        if let Some(file) = &request_body.file {
-            encode_frame(buf, Kind::BodyFile, 0, id, file.as_os_str().as_bytes());
-        }
-        if let Some(form) = &request_body.form {
-            for piece in form.chunks(chunk) {
-                encode_frame(buf, Kind::Form, 0, id, piece);
-            }
-        }
-        encode_frame(buf, Kind::End, 0, id, &[]);
-    };
-    // $_SERVER is about 1.5 KB; the length only decides whether the request
-    // is small enough to be queued behind another (a spooled body is
-    // already on disk).
-    let len = 2048
-        + request_body.raw.len()
-        + request_body.form.as_ref().map_or(0, |f| f.len())
-        + request_body
-            .file
-            .as_ref()
-            .map_or(0, |f| f.as_os_str().len());
-    let mut lease = match app.pool.dispatch(len, encode).await {
+    let encode = |buf: &mut BytesMut, id: u32| app.requests.encode(&request, &conn, buf, id);
+    let mut lease = match app.pool.dispatch(request.len(), encode).await {
         Ok(lease) => lease,
         Err(e) => return Ok(failure(&e, config)),
     };
@@ -405,12 +286,13 @@ async fn respond(
         lease.set_deadline(tokio::time::Instant::now() + limit);
     }
     let pid = lease.pid();
+    // Files the worker reads stay until the request has ended in it.
+    let keep = request.take_files();
+    let parts = &request.parts;
     lease.set_current(
         parts.method.as_str(),
         parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),
     );
-    // Files the worker reads stay until the request has ended in it.
-    let keep: response::Keep = Box::new((request_body.uploads, request_body.file));
     let mut response = match response::read(lease, &parts.method, keep).await {
         Ok(response) if config.compression => {
             compress::php_response(response, &parts.method, &parts.headers).await
@@ -425,17 +307,6 @@ async fn respond(
         response.extensions_mut().insert(WorkerPid(pid));
     }
     Ok(response)
-}
-
-/// PHP refuses to parse a form larger than post_max_size; so does Hearth,
-/// and the worker reports it as PHP would.
-fn exceeds_post_max(parts: &http::request::Parts, settings: &UploadSettings) -> bool {
-    let declared = parts
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    settings.post_max_size > 0 && declared.is_some_and(|n| n > settings.post_max_size)
 }
 
 fn failure(e: &hearth_pool::Error, config: &ServeConfig) -> Response<ResponseBody> {
