@@ -22,6 +22,7 @@ mod framing;
 #[doc(hidden)]
 pub mod fuzzing;
 mod guard;
+mod h2;
 mod metrics;
 mod observe;
 mod protocol;

@@ -1,4 +1,6 @@
-//! The accept loop, connections, and the request handler.
+//! The accept loop, HTTP/1.1 connections (HTTP/2 ones are served by
+//! [`h2`](crate::h2)), and the request handler: a static file, or the
+//! request handed to a worker and its response read back.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -9,9 +11,9 @@ use bytes::BytesMut;
 use hearth_pool::Pool;
 use http::{HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
-use hyper::server::conn::{http1, http2};
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
@@ -19,6 +21,7 @@ use crate::cgi::{self, Connection};
 use crate::config::ServeConfig;
 use crate::framing::Limits;
 use crate::guard::{self, GuardedIo, Timeouts, Tracked};
+use crate::h2::Http2;
 use crate::observe::{Observed, Record, WorkerPid};
 use crate::protocol::{self, Negotiation, Protocol};
 use crate::response::{self, ResponseBody};
@@ -73,27 +76,12 @@ pub async fn serve(
         builder.max_headers(config.max_headers);
     }
     let http1 = Arc::new(builder);
-    let mut builder = http2::Builder::new(TokioExecutor::new());
-    builder
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(config.max_concurrent_streams)
-        // The head limits in HPACK's terms: 32 bytes per field on top of
-        // its name and value.
-        .max_header_list_size(
-            u32::try_from(config.max_header_size + 32 * config.max_headers).unwrap_or(u32::MAX),
-        );
-    let http2 = Arc::new(builder);
+    let http2 = Arc::new(Http2::new(config));
     let negotiation = Arc::new(Negotiation {
         tls: config.tls.as_ref().map(TlsConfig::acceptor),
         h2c: config.h2c,
         timeout: config.header_timeout,
     });
-    // hyper has no idle timeout for HTTP/2: such connections close by
-    // themselves after the keep-alive timeout without a request.
-    let h2_idle = match config.keep_alive_timeout {
-        d if d.is_zero() => config.header_timeout,
-        d => d,
-    };
     // HTTP/2 connections are closed by hand (when idle, or on shutdown):
     // each holds a receiver until it ends.
     let (stopping, _) = tokio::sync::watch::channel(());
@@ -146,7 +134,7 @@ pub async fn serve(
                     }
                 });
                 let watcher = graceful.watcher();
-                let mut stop = stopping.subscribe();
+                let stop = stopping.subscribe();
                 let (http1, http2) = (http1.clone(), http2.clone());
                 let negotiation = negotiation.clone();
                 connections.spawn(async move {
@@ -158,29 +146,7 @@ pub async fn serve(
                         }
                         Some((stream, Protocol::Http2)) => {
                             drop(watcher);
-                            let connection = http2.serve_connection(TokioIo::new(stream), service);
-                            let idle = protocol::idle(guard_shared.clone(), h2_idle);
-                            tokio::pin!(connection, idle);
-                            let mut closing = false;
-                            loop {
-                                tokio::select! {
-                                    ended = connection.as_mut() => break ended,
-                                    _ = stop.changed(), if !closing => {}
-                                    _ = &mut idle => {
-                                        if closing {
-                                            // Still idle after the GOAWAY:
-                                            // the client does not close.
-                                            break Ok(());
-                                        }
-                                        idle.set(protocol::idle(guard_shared.clone(), h2_idle));
-                                    }
-                                }
-                                if !closing {
-                                    // GOAWAY: requests in flight finish.
-                                    closing = true;
-                                    connection.as_mut().graceful_shutdown();
-                                }
-                            }
+                            http2.serve(stream, service, guard_shared, stop).await
                         }
                     };
                     match ended {
