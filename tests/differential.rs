@@ -4,66 +4,15 @@
 //! body. The few differences that are by design are listed here, and in
 //! docs/compatibility.md.
 
+#[path = "support/reference.rs"]
+mod reference;
 #[path = "support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, TcpListener};
-use std::path::PathBuf;
-use std::process::Command;
 
+use reference::Reference;
 use support::{fixture, request, CookieJar, Req, Response, Server};
-
-/// nginx + php-fpm, started and stopped by bench/reference/nginx-fpm.sh.
-struct Reference {
-    state: tempfile::TempDir,
-    addr: SocketAddr,
-}
-
-impl Reference {
-    fn start(docroot: &PathBuf, script: &str) -> Reference {
-        Reference::start_with(docroot, script, &[])
-    }
-
-    /// With `env` set for bench/reference/nginx-fpm.sh (its knobs).
-    fn start_with(docroot: &PathBuf, script: &str, env: &[(&str, &str)]) -> Reference {
-        let state = support::tempdir();
-        let port = TcpListener::bind("127.0.0.1:0")
-            .expect("free port")
-            .local_addr()
-            .expect("addr")
-            .port();
-        let out = Command::new(support::root().join("bench/reference/nginx-fpm.sh"))
-            .arg("start")
-            .arg(state.path())
-            .arg(docroot)
-            .arg(script)
-            .arg(port.to_string())
-            .arg("2")
-            .envs(env.iter().copied())
-            .output()
-            .expect("run bench/reference/nginx-fpm.sh (needs nginx and php8.2-fpm)");
-        assert!(
-            out.status.success(),
-            "nginx + php-fpm did not start:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Reference {
-            state,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        }
-    }
-}
-
-impl Drop for Reference {
-    fn drop(&mut self) {
-        let _ = Command::new(support::root().join("bench/reference/nginx-fpm.sh"))
-            .arg("stop")
-            .arg(self.state.path())
-            .status();
-    }
-}
 
 /// Headers that describe the transport, not the app: nginx sends chunked
 /// bodies with `Connection: keep-alive` and its `Server`; Hearth sends a
@@ -105,14 +54,36 @@ fn same_normalized(
     hearth: &Response,
     normalize: &dyn Fn(&str) -> String,
 ) {
-    let (fs, fh, fb) = comparable(fpm, normalize);
-    let (hs, hh, hb) = comparable(hearth, normalize);
-    assert_eq!(
-        hs, fs,
-        "{name}: status (php-fpm body: {fb:?}, hearth body: {hb:?})"
-    );
-    assert_eq!(hh, fh, "{name}: headers");
-    assert_eq!(hb, fb, "{name}: body");
+    if let Some(difference) = difference(name, (fpm, normalize), (hearth, normalize)) {
+        panic!("{difference}");
+    }
+}
+
+/// How Hearth's response differs from php-fpm's, if it does, each side
+/// normalized with its own function (session ids are named relative to the
+/// cookie each side was sent).
+fn difference(
+    name: &str,
+    (fpm, fpm_normalize): (&Response, &dyn Fn(&str) -> String),
+    (hearth, hearth_normalize): (&Response, &dyn Fn(&str) -> String),
+) -> Option<String> {
+    let (fs, fh, fb) = comparable(fpm, fpm_normalize);
+    let (hs, hh, hb) = comparable(hearth, hearth_normalize);
+    if hs != fs {
+        Some(format!(
+            "{name}: status {hs}, php-fpm {fs} (php-fpm body: {fb:?}, hearth body: {hb:?})"
+        ))
+    } else if hh != fh {
+        Some(format!(
+            "{name}: headers\n  hearth:  {hh:?}\n  php-fpm: {fh:?}"
+        ))
+    } else if hb != fb {
+        Some(format!(
+            "{name}: body\n  hearth:  {hb:?}\n  php-fpm: {fb:?}"
+        ))
+    } else {
+        None
+    }
 }
 
 struct Both {
@@ -122,9 +93,15 @@ struct Both {
 
 impl Both {
     fn start() -> Both {
+        Both::start_with(&[])
+    }
+
+    /// Hearth started with `extra` flags (`--workers 1` puts every request
+    /// on one worker, where what a request leaves behind would show).
+    fn start_with(extra: &[&str]) -> Both {
         let docroot = fixture("legacy");
         let fpm = Reference::start(&docroot, "index.php");
-        let hearth = Server::start(&docroot.join("index.php"), &[]);
+        let hearth = Server::start(&docroot.join("index.php"), extra);
         Both { fpm, hearth }
     }
 
@@ -381,6 +358,75 @@ fn sessions_match() {
     assert!(f.header("set-cookie").is_none());
 }
 
+/// Every way a script can start, change and end a session, each with and
+/// without a session cookie, on one Hearth worker: the Set-Cookie headers
+/// (how many, with which attributes, and which ids: one a client sent, one
+/// handed out before, or a new one), the cache headers and the body match
+/// php-fpm; and so do the next requests, of the same client (what was
+/// stored under which id) and of a new one (nothing of the last client's
+/// session). Issue 8, bug 4: after session_destroy() Hearth sent the
+/// client's own session cookie back; php-fpm sends none. And a session
+/// closed before the end of the first request that used sessions in a
+/// worker (session_write_close(), read_and_close) was handed to the next
+/// client without a cookie.
+#[test]
+fn every_session_path_matches() {
+    let both = Both::start_with(&["--workers", "1"]);
+    let paths = [
+        "/session/start",
+        "/session/regenerate",
+        "/session/regenerate-delete",
+        "/session/destroy",
+        "/session/logout",
+        "/session/destroy-restart",
+        "/session/write-close",
+        "/session/read-and-close",
+        "/session/setcookie",
+    ];
+    let mut differences = Vec::new();
+    let (f_ids, h_ids) = (SessionIds::default(), SessionIds::default());
+    // One client on each side: sends its cookies, keeps what it is sent.
+    let mut visit = |name: &str, path: &str, jars: &mut (CookieJar, CookieJar)| {
+        let send = |jar: &CookieJar, addr| {
+            let mut req = Req::new("GET", path);
+            if !jar.header().is_empty() {
+                req = req.header("Cookie", &jar.header());
+            }
+            req.send(addr)
+        };
+        let (f, h) = (
+            send(&jars.0, both.fpm.addr),
+            send(&jars.1, both.hearth.addr),
+        );
+        differences.extend(difference(
+            &format!("{name}: GET {path}"),
+            (&f, &|s: &str| f_ids.name(s)),
+            (&h, &|s: &str| h_ids.name(s)),
+        ));
+        jars.0.store(&f);
+        jars.1.store(&h);
+    };
+    for path in paths {
+        // A new worker: the path is the first session this worker sees.
+        assert_eq!(both.hearth.get("/exit").status, 200);
+        let mut first = (CookieJar::default(), CookieJar::default());
+        let mut second = (CookieJar::default(), CookieJar::default());
+        visit("no session cookie", path, &mut first);
+        visit("a new client right after", "/session/start", &mut second);
+        visit("the first client again", "/session/start", &mut first);
+        visit("with a session cookie", path, &mut second);
+        visit("the same client next", "/session/start", &mut second);
+        let mut third = (CookieJar::default(), CookieJar::default());
+        visit("a new client right after", "/session/start", &mut third);
+    }
+    assert!(
+        differences.is_empty(),
+        "{} responses differ from php-fpm's:\n{}",
+        differences.len(),
+        differences.join("\n")
+    );
+}
+
 #[test]
 fn exit_and_errors_match() {
     let both = Both::start();
@@ -392,15 +438,24 @@ fn exit_and_errors_match() {
 /// Replaces PHP session ids (26 or more [a-z0-9,-] characters after
 /// PHPSESSID=) with a placeholder.
 fn regex_free_session_id(s: &str) -> String {
+    replace_values(s, "PHPSESSID=", session_id_len, |_| "<sid>".to_owned())
+}
+
+/// Replaces each value that follows `marker` in `s` (its length given by
+/// `len`) with what `replace` makes of it.
+fn replace_values(
+    s: &str,
+    marker: &str,
+    len: impl Fn(&str) -> usize,
+    mut replace: impl FnMut(&str) -> String,
+) -> String {
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
-    while let Some(at) = rest.find("PHPSESSID=") {
-        out.push_str(&rest[..at + "PHPSESSID=".len()]);
-        rest = &rest[at + "PHPSESSID=".len()..];
-        let end = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == ',' || c == '-'))
-            .unwrap_or(rest.len());
-        out.push_str("<sid>");
+    while let Some(at) = rest.find(marker) {
+        out.push_str(&rest[..at + marker.len()]);
+        rest = &rest[at + marker.len()..];
+        let end = len(rest);
+        out.push_str(&replace(&rest[..end]));
         rest = &rest[end..];
     }
     out.push_str(rest);
@@ -499,4 +554,43 @@ fn bodies_over_post_max_size_match_php_fpm() {
         "{}",
         f.text()
     );
+}
+
+/// The length of the session id at the start of `s`.
+fn session_id_len(s: &str) -> usize {
+    s.find(|c: char| !(c.is_ascii_alphanumeric() || c == ',' || c == '-'))
+        .unwrap_or(s.len())
+}
+
+/// Names session ids (what follows `PHPSESSID=`) by the order in which
+/// one side first sent them, `<sid:1>`, `<sid:2>`..., rather than by their
+/// random value, so that both sides compare equal when they hand out and
+/// take back the same ids in the same places. Cookie dates (`expires=`),
+/// which follow the clock, become `<date>`.
+#[derive(Default)]
+struct SessionIds(std::cell::RefCell<Vec<String>>);
+
+impl SessionIds {
+    fn name(&self, s: &str) -> String {
+        let s = replace_values(s, "PHPSESSID=", session_id_len, |id| {
+            if id.is_empty() || id == "deleted" {
+                return id.to_owned();
+            }
+            let mut seen = self.0.borrow_mut();
+            let n = match seen.iter().position(|s| s == id) {
+                Some(i) => i + 1,
+                None => {
+                    seen.push(id.to_owned());
+                    seen.len()
+                }
+            };
+            format!("<sid:{n}>")
+        });
+        replace_values(
+            &s,
+            "expires=",
+            |date| date.find(';').unwrap_or(date.len()),
+            |_| "<date>".to_owned(),
+        )
+    }
 }

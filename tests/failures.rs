@@ -3,6 +3,7 @@
 #[path = "support/mod.rs"]
 mod support;
 
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -82,21 +83,167 @@ fn a_worker_that_corrupts_its_channel_fails_that_request_and_is_replaced() {
     assert_ne!(next, pid);
 }
 
+/// `hearth serve SCRIPT --workers 1 EXTRA...` to its end (it must end by
+/// itself): its exit code and what it logged.
+fn serve_to_the_end(script: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let dir = support::tempdir();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hearth"));
+    cmd.arg("serve")
+        .arg(script)
+        // Its own: the default one is named after the port, which a server
+        // started next may get as soon as this one closes it.
+        .arg("--control-socket")
+        .arg(dir.path().join("control.sock"))
+        .args(["--listen", "127.0.0.1:0", "--workers", "1", "--php"])
+        .arg(support::php_binary())
+        .args(extra)
+        .args(support::as_root())
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .env_remove("HEARTH_LOG");
+    let out = support::output_within(&mut cmd, Duration::from_secs(60));
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The log up to the line `hearth serve` exits with.
+fn before_the_end(log: &str) -> &str {
+    log.split("\nhearth: ").next().unwrap_or(log)
+}
+
+#[test]
+fn a_script_that_never_calls_serve_stops_hearth_at_start_saying_what_to_do() {
+    let dir = support::tempdir();
+    let script = dir.path().join("index.php");
+    std::fs::write(&script, "<?php\necho 'hello from a plain script';\n").expect("write");
+    let (code, log) = serve_to_the_end(&script, &["-d", "expose_php=1"]);
+    assert_eq!(code, Some(1), "{log}");
+    let reason = log.split("\nhearth: ").nth(1).unwrap_or_default();
+    assert!(
+        reason.contains("index.php exited without calling Hearth\\Worker::serve()")
+            && reason.contains("It printed \"hello from a plain script\"")
+            && reason.contains("docs/getting-started.md"),
+        "hearth's last words say what is wrong and what to do:\n{log}"
+    );
+    let attempts = log.matches("worker failed to boot (attempt").count();
+    assert_eq!(attempts, 3, "a few attempts, then it stops:\n{log}");
+    assert!(
+        log.contains("0 of 1 worker ready; 1 failing to boot"),
+        "{log}"
+    );
+    assert!(
+        !log.contains(" serving "),
+        "never announced as serving:\n{log}"
+    );
+    for header in ["Content-type", "X-Powered-By"] {
+        assert!(
+            !log.contains(header),
+            "php-cgi's {header} is left out:\n{log}"
+        );
+    }
+}
+
+#[test]
+fn a_syntax_error_at_boot_is_logged_once_per_attempt() {
+    let dir = support::tempdir();
+    let script = dir.path().join("worker.php");
+    std::fs::write(&script, "<?php\nfunction (\n").expect("write");
+    let (code, log) = serve_to_the_end(&script, &["-d", "expose_php=1"]);
+    assert_eq!(code, Some(1), "{log}");
+    let attempts = before_the_end(&log);
+    assert_eq!(
+        attempts.matches("worker failed to boot").count(),
+        3,
+        "{log}"
+    );
+    assert_eq!(
+        attempts.matches("PHP Parse error").count(),
+        3,
+        "the parse error once per attempt, inside its record:\n{log}"
+    );
+    let reason = log.split("\nhearth: ").nth(1).unwrap_or_default();
+    assert!(
+        reason.contains("PHP Parse error"),
+        "the reason hearth stops:\n{log}"
+    );
+    for noise in ["Content-type", "X-Powered-By", "Status: 500"] {
+        assert!(
+            !log.contains(noise),
+            "php-cgi's header {noise:?} is left out:\n{log}"
+        );
+    }
+}
+
 #[test]
 fn a_boot_that_hangs_is_timed_out_and_reported() {
-    let server = Server::spawn(
-        &fixture("hang-at-boot.php"),
-        &["--workers", "1", "--boot-timeout", "500ms"],
+    let (code, log) = serve_to_the_end(&fixture("hang-at-boot.php"), &["--boot-timeout", "300ms"]);
+    assert_eq!(code, Some(1), "{log}");
+    assert_eq!(
+        before_the_end(&log)
+            .matches("no ready handshake within 300ms")
+            .count(),
+        3,
+        "{log}"
     );
-    server.wait_for_log("worker failed to boot", Duration::from_secs(10));
+}
+
+#[test]
+fn a_script_broken_after_start_gets_503_and_retries_until_fixed() {
+    let dir = support::tempdir();
+    let script = dir.path().join("worker.php");
+    let autoload = support::root().join("php/autoload.php");
+    let good = |text: &str| {
+        format!(
+            "<?php\nrequire '{}';\nHearth\\Worker::serve(function () {{ echo '{text} ', getmypid(); }});\n",
+            autoload.display()
+        )
+    };
+    std::fs::write(&script, good("v1")).expect("write");
+    let server = Server::start(&script, &["--workers", "1"]);
     assert!(
-        server.log().contains("no ready handshake within"),
+        server.log().contains("1 of 1 worker ready"),
         "{}",
+        server.log()
+    );
+    let pid = server
+        .get("/")
+        .text()
+        .split(' ')
+        .nth(1)
+        .expect("pid")
+        .to_owned();
+
+    // Broken in place, and the worker gone: its replacements fail to boot.
+    std::fs::write(
+        &script,
+        "<?php\nthrow new LogicException('config missing: DATABASE_URL');\n",
+    )
+    .expect("write");
+    assert!(Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .expect("kill")
+        .success());
+    server.wait_for_log(
+        "0 of 1 worker ready; 1 failing to boot",
+        Duration::from_secs(10),
+    );
+    assert!(
+        server.log().contains("config missing: DATABASE_URL"),
+        "the boot error is logged:\n{}",
         server.log()
     );
     let r = server.get("/");
     assert_eq!(r.status, 503);
-    assert!(r.header("retry-after").is_some());
+    assert_eq!(r.header("retry-after"), Some("1"));
+    // Past the attempts a start gets, it keeps trying: it had started.
+    server.wait_for_log("worker failed to boot (attempt 4", Duration::from_secs(20));
+
+    std::fs::write(&script, good("fixed")).expect("fix");
+    server.wait_for_ready_lines(2);
+    assert!(server.get("/").text().starts_with("fixed "));
 }
 
 #[test]

@@ -31,14 +31,12 @@ fn max_requests_replaces_a_worker_after_its_nth_request() {
         }
         *runs.last_mut().expect("a run") += 1;
     }
-    assert!(runs.len() >= 3, "workers were replaced: {runs:?}");
+    assert!(runs.len() >= 2, "workers were replaced: {runs:?}");
     // With 5, the 10% spread is 0: each worker serves its five requests,
-    // plus the few that come while its replacement boots.
+    // plus those that come while its replacement boots (how many depends
+    // on how fast the machine boots PHP, so there is no upper bound here).
     for run in &runs[..runs.len() - 1] {
-        assert!(
-            (5..=12).contains(run),
-            "a worker served {run} requests: {runs:?}"
-        );
+        assert!(*run >= 5, "a worker served {run} requests: {runs:?}");
     }
     let distinct: HashSet<_> = pids.iter().collect();
     assert_eq!(
@@ -160,7 +158,11 @@ fn the_pool_grows_when_requests_wait_and_shrinks_when_idle() {
             "300ms",
         ],
     );
-    assert!(server.log().contains("1 worker ready"), "{}", server.log());
+    assert!(
+        server.log().contains("1 of 1 worker ready"),
+        "{}",
+        server.log()
+    );
     let slow = |n: usize| -> HashSet<serde_json::Value> {
         let threads: Vec<_> = (0..n)
             .map(|_| {
@@ -195,9 +197,19 @@ fn the_pool_grows_when_requests_wait_and_shrinks_when_idle() {
 
 #[test]
 fn a_full_queue_gives_503_at_once() {
+    let control = support::tempdir();
+    let socket = control.path().join("control.sock");
     let server = Server::start(
         &fixture("app.php"),
-        &["--workers", "1", "--max-queue", "2", "--no-pipelining"],
+        &[
+            "--workers",
+            "1",
+            "--max-queue",
+            "2",
+            "--no-pipelining",
+            "--control-socket",
+            &socket.to_string_lossy(),
+        ],
     );
     let marks = support::tempdir();
     let mark = marks.path().join("running");
@@ -210,12 +222,14 @@ fn a_full_queue_gives_503_at_once() {
             )
         })
     };
-    let busy = slow(format!("/slow?ms=1500&mark={}", mark.display()));
+    let busy = slow(format!("/slow?ms=3000&mark={}", mark.display()));
     eventually(Duration::from_secs(10), "the worker to be busy", || {
         mark.exists().then_some(())
     });
     let waiting: Vec<_> = (0..2).map(|_| slow("/slow?ms=1".into())).collect();
-    std::thread::sleep(Duration::from_millis(300));
+    eventually(Duration::from_secs(10), "two requests in line", || {
+        (support::status_json(&socket)["pool"]["queue"] == 2).then_some(())
+    });
     let started = Instant::now();
     let refused = server.get("/pid");
     assert_eq!(

@@ -5,7 +5,11 @@
 #[path = "support/mod.rs"]
 mod support;
 
+use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use support::{fixture, Req, Server};
 
@@ -24,44 +28,114 @@ fn uid_of(pid: u64) -> u32 {
         .expect("Uid line")
 }
 
-#[test]
-fn as_root_hearth_refuses_to_run_php_as_root_unless_told_to() {
-    if is_root() {
-        let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .arg(fixture("app.php"))
-            .env("NO_COLOR", "1")
-            .output()
-            .expect("hearth runs");
-        assert_eq!(out.status.code(), Some(1));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("--user"), "the error says what to do: {err}");
-        // Told to, it does.
-        let server = Server::start(&fixture("app.php"), &["--user", "root"]);
-        let pid = server.get("/pid").json()["pid"].as_u64().expect("pid");
-        assert_eq!(uid_of(pid), 0);
-        assert!(server.log().contains("workers run as root"));
-    } else {
-        // Not root: --user for someone else is refused.
-        let refused = Command::new(env!("CARGO_BIN_EXE_hearth"))
-            .args(["serve", "--user", "0", "--listen", "127.0.0.1:0"])
-            .arg(fixture("app.php"))
-            .output()
-            .expect("hearth runs");
-        assert_eq!(refused.status.code(), Some(1));
-        assert!(String::from_utf8_lossy(&refused.stderr).contains("only root"));
-    }
+const NEEDS_ROOT: &str = "needs root: run with --ignored as root";
+
+/// For the tests that need root: they are `#[ignore]`d, so that a run as
+/// another user shows them as ignored instead of passing them silently;
+/// `make test` runs them with `--ignored` as root.
+fn needs_root() {
+    assert!(is_root(), "{NEEDS_ROOT}");
+}
+
+/// The supplementary groups of a process, from /proc, sorted.
+fn groups_of(pid: u64) -> Vec<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let mut groups: Vec<u32> = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .expect("Groups line")
+        .split_whitespace()
+        .map(|g| g.parse().expect("gid"))
+        .collect();
+    groups.sort_unstable();
+    groups
 }
 
 #[test]
-fn workers_run_as_the_user_given_and_still_get_uploads() {
-    if !is_root() {
-        // Only root can switch users; the refusal is tested above.
-        return;
+#[ignore = "needs root: run with --ignored as root"]
+fn as_root_hearth_refuses_to_run_php_as_root_unless_told_to() {
+    needs_root();
+    let out = Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .arg(fixture("app.php"))
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("hearth runs");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--user"), "the error says what to do: {err}");
+    // Told to, it does.
+    let server = Server::start(&fixture("app.php"), &["--user", "root"]);
+    let pid = server.get("/pid").json()["pid"].as_u64().expect("pid");
+    assert_eq!(uid_of(pid), 0);
+    assert!(server.log().contains("workers run as root"));
+}
+
+#[test]
+fn as_another_user_than_root_user_names_only_that_user() {
+    // As root, the same binary is run as www-data, from a copy that user
+    // can reach.
+    let copy = support::reachable_tempdir();
+    let mut cmd = if is_root() {
+        let bin = copy.path().join("hearth");
+        std::fs::copy(env!("CARGO_BIN_EXE_hearth"), &bin).expect("copy hearth");
+        let mut cmd = Command::new(bin);
+        cmd.uid(33).gid(33);
+        cmd
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_hearth"))
+    };
+    let script = copy.path().join("worker.php");
+    std::fs::write(&script, "<?php\n").expect("write");
+    let refused = support::output_within(
+        cmd.args(["serve", "--user", "0", "--listen", "127.0.0.1:0"])
+            .arg(&script)
+            .env("XDG_RUNTIME_DIR", copy.path()),
+        Duration::from_secs(30),
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("only root"));
+}
+
+/// A copy of the test app (tests/fixtures/app.php and the PHP library it
+/// requires) in a directory that other users can reach, wherever this
+/// checkout is (a clone in a 0700 home directory included).
+fn reachable_app() -> (tempfile::TempDir, PathBuf) {
+    let dir = support::reachable_tempdir();
+    support::copy_tree(&support::root().join("php"), &dir.path().join("php"));
+    let fixtures = dir.path().join("tests/fixtures");
+    for d in [dir.path().join("tests"), fixtures.clone()] {
+        std::fs::create_dir(&d).expect("mkdir");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
-    let server = Server::start(&fixture("app.php"), &["--user", "www-data"]);
+    let script = fixtures.join("app.php");
+    support::copy_tree(&fixture("app.php"), &script);
+    (dir, script)
+}
+
+#[test]
+#[ignore = "needs root: run with --ignored as root"]
+fn workers_run_as_the_user_given_and_still_get_uploads() {
+    needs_root();
+    let (_app, script) = reachable_app();
+    let server = Server::start(&script, &["--user", "www-data"]);
     let pid = server.get("/pid").json()["pid"].as_u64().expect("pid");
     assert_eq!(uid_of(pid), 33, "www-data's uid on Debian");
+    // Its group and supplementary groups, as initgroups() gives them;
+    // none of Hearth's.
+    let mut expected: Vec<u32> = vec![33];
+    for line in std::fs::read_to_string("/etc/group")
+        .expect("/etc/group")
+        .lines()
+    {
+        let fields: Vec<&str> = line.split(':').collect();
+        if fields.len() > 3 && fields[3].split(',').any(|m| m == "www-data") {
+            expected.push(fields[2].parse().expect("gid"));
+        }
+    }
+    expected.sort_unstable();
+    expected.dedup();
+    assert_eq!(groups_of(pid), expected);
     let content = b"uploaded to a worker that is not root".to_vec();
     let moved = Req::new("POST", "/upload")
         .multipart(&[("doc", Some("r.txt"), Some("text/plain"), &content)])
@@ -77,10 +151,12 @@ fn workers_run_as_the_user_given_and_still_get_uploads() {
 /// Issue 8 (9): a raw body spooled to a file is handed to the workers'
 /// user, who can read it; nobody else can.
 #[test]
+#[ignore = "needs root: run with --ignored as root"]
 fn a_spooled_request_body_reaches_a_worker_running_as_another_user() {
-    if !is_root() {
-        return;
-    }
+    needs_root();
+    let (_app, app_script) = reachable_app();
+    let script = app_script.with_file_name("bodies.php");
+    support::copy_tree(&fixture("bodies.php"), &script);
     let tmp = support::tempdir();
     let flag = format!("upload_tmp_dir={}", tmp.path().display());
     // The workers' user must reach the directory, as PHP's own would.
@@ -90,7 +166,7 @@ fn a_spooled_request_body_reaches_a_worker_running_as_another_user() {
     )
     .expect("chmod");
     let server = Server::start(
-        &fixture("bodies.php"),
+        &script,
         &["--user", "www-data", "-d", &flag, "--workers", "1"],
     );
     let body: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
@@ -106,11 +182,106 @@ fn a_spooled_request_body_reaches_a_worker_running_as_another_user() {
     assert_eq!(r.json()["files"], 1, "{}", r.text());
 }
 
+/// `hearth serve ARGS --user www-data`, to its end; it must refuse to
+/// start, and its error is returned.
+fn refused(args: &[&Path]) -> String {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hearth"));
+    cmd.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--user",
+        "www-data",
+        "-w",
+        "1",
+    ])
+    .args(args)
+    .env("NO_COLOR", "1");
+    let out = support::output_within(&mut cmd, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "refused at start: {err}");
+    err
+}
+
 #[test]
+#[ignore = "needs root: run with --ignored as root"]
+fn serve_refuses_a_worker_user_who_cannot_reach_the_app_naming_what_stops_it() {
+    needs_root();
+    let (app, script) = reachable_app();
+    let fixtures = script.parent().expect("fixtures dir").to_path_buf();
+    let mode = |path: &Path, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod")
+    };
+    // A directory on the way that www-data cannot enter (a 0700 home).
+    mode(&fixtures, 0o700);
+    let err = refused(&[&script]);
+    assert!(
+        err.contains(&format!(
+            "cannot enter the directory {}",
+            fixtures.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains("www-data") && err.contains("mode 0700"),
+        "{err}"
+    );
+    // The script itself unreadable.
+    mode(&fixtures, 0o755);
+    mode(&script, 0o600);
+    let err = refused(&[&script]);
+    assert!(
+        err.contains(&format!("cannot read {}", script.display())),
+        "{err}"
+    );
+    mode(&script, 0o644);
+    // The document root closed.
+    let public = app.path().join("public");
+    std::fs::create_dir(&public).expect("mkdir");
+    mode(&public, 0o700);
+    let err = refused(&[&script, Path::new("--root"), &public]);
+    assert!(
+        err.contains(&format!("enter the document root {}", public.display())),
+        "{err}"
+    );
+    // Reachable, it serves.
+    mode(&public, 0o755);
+    let socket = app
+        .path()
+        .join("control.sock")
+        .to_string_lossy()
+        .into_owned();
+    let server = Server::start(
+        &script,
+        &[
+            "--user",
+            "www-data",
+            "--root",
+            &public.to_string_lossy(),
+            "--control-socket",
+            &socket,
+        ],
+    );
+    assert_eq!(server.get("/pid").status, 200);
+    // A reload checks again, and leaves the workers serving.
+    mode(&fixtures, 0o700);
+    let out = support::ctl(&["reload", "--control-socket", &socket]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "cannot enter the directory {}",
+            fixtures.display()
+        )),
+        "{err}"
+    );
+    assert_eq!(server.get("/pid").status, 200);
+}
+
+#[test]
+#[ignore = "needs root: run with --ignored as root"]
 fn the_built_in_demo_runs_as_another_user() {
-    if !is_root() {
-        return;
-    }
+    needs_root();
     let server = Server::spawn_args(&[
         "serve".into(),
         "--listen".into(),

@@ -516,8 +516,8 @@ fn refused(args: &[String]) -> String {
         "{args:?} must not start: {stderr}"
     );
     assert!(
-        !stderr.contains("serving"),
-        "{args:?} must fail before serving: {stderr}"
+        !stderr.contains(" starting "),
+        "{args:?} must fail before starting: {stderr}"
     );
     stderr
 }

@@ -7,7 +7,7 @@
 //! smuggling bug. Only the reason for a refusal may differ: a line that is
 //! both too long and badly ended is refused for whichever is seen first.
 //!
-//!     cargo +nightly fuzz run framing
+//!     cargo +nightly fuzz run framing -- -dict=fuzz/framing.dict
 
 #![no_main]
 

@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Hearth;
 
+use Hearth\Internal\InputStream;
 use Hearth\Internal\Runtime;
 use Psr\Http\Message\ResponseInterface;
 use Psr\Http\Message\ServerRequestInterface;
@@ -27,12 +28,18 @@ final class Psr7Worker
     private const EMIT_CHUNK = 65536;
 
     /**
+     * Serves every request through $handler. The handler reads the body
+     * from the request's stream; php://input is left to PHP (and empty), so
+     * that the streams the app opens (php://temp, php://memory) are PHP's
+     * own, as PSR-7 libraries expect.
+     *
      * @param object $factory PSR-17 ServerRequestFactory, StreamFactory,
      *                        UploadedFileFactory and UriFactory in one object
      * @param callable(ServerRequestInterface): ResponseInterface $handler
      */
     public static function serve(object $factory, callable $handler): void
     {
+        InputStream::leaveBuiltInWrapper();
         Worker::serve(static function () use ($factory, $handler): void {
             self::emit($handler(self::requestFromGlobals($factory)));
         });
@@ -59,7 +66,7 @@ final class Psr7Worker
                 $method,
                 self::uri($server),
                 $headers,
-                $hasBody ? $factory->createStreamFromFile('php://input', 'r') : null,
+                $hasBody ? self::body($factory) : null,
                 $version,
                 $server,
             );
@@ -72,7 +79,7 @@ final class Psr7Worker
                 $request = $request->withProtocolVersion($version);
             }
             if ($hasBody) {
-                $request = $request->withBody($factory->createStreamFromFile('php://input', 'r'));
+                $request = $request->withBody(self::body($factory));
             }
         }
         if ($_COOKIE !== []) {
@@ -137,6 +144,20 @@ final class Psr7Worker
     }
 
     /** @param array<string, mixed> $server */
+    /**
+     * The request body as a PSR-7 stream: inside a worker the body Hearth
+     * delivered (see Psr7Worker::serve()), elsewhere php://input.
+     *
+     * @return \Psr\Http\Message\StreamInterface
+     */
+    private static function body(object $factory): object
+    {
+        $body = Runtime::current() !== null ? InputStream::body() : null;
+        return $body !== null
+            ? $factory->createStreamFromResource($body)
+            : $factory->createStreamFromFile('php://input', 'r');
+    }
+
     private static function uri(array $server): string
     {
         $https = ($server['HTTPS'] ?? '') !== '' && strtolower((string) $server['HTTPS']) !== 'off';

@@ -4,6 +4,8 @@ declare(strict_types=1);
 
 namespace Hearth;
 
+use Hearth\Internal\TaskRunnerProcess;
+
 /**
  * Runs many shell commands in parallel through `hearth run`, one small
  * process started once, so a large PHP process never pays for a fork per

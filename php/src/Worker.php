@@ -32,11 +32,24 @@ final class Worker
      */
     public static function serve(callable $handler): void
     {
+        $protocol = getenv('HEARTH_PROTOCOL');
+        if (Runtime::current() === null && $protocol !== false && $protocol !== (string) Internal\Frame::VERSION) {
+            // Started by a Hearth that speaks another protocol: serving the
+            // one request a plain SAPI has would look like a script that
+            // never calls serve().
+            fwrite(fopen('php://stderr', 'w'), sprintf(
+                "hearth: this PHP library speaks protocol %d, but the hearth that started this worker "
+                . "speaks protocol %s; use the PHP library that came with that hearth\n",
+                Internal\Frame::VERSION,
+                $protocol,
+            ));
+            exit(1);
+        }
         if (!self::isManaged()) {
             $handler();
             return;
         }
-        Runtime::run(Channel::fromEnvironment(self::maxPayload()), $handler);
+        Runtime::run(Channel::fromEnvironment(), $handler);
     }
 
     /**
@@ -55,12 +68,5 @@ final class Worker
     public static function replaceAfterRequest(): void
     {
         Runtime::current()?->requestClose();
-    }
-
-    private static function maxPayload(): int
-    {
-        $max = (int) getenv('HEARTH_MAX_PAYLOAD');
-        // 64 MiB is the protocol's hard cap whatever Hearth asks for.
-        return $max > 0 ? min($max, 67108864) : 16777216;
     }
 }

@@ -63,6 +63,27 @@ final class WorkerTest extends TestCase
         self::assertFalse(Worker::isManaged());
     }
 
+    public function testAWorkerStartedByAHearthOfAnotherProtocolSaysSoAndExits(): void
+    {
+        $env = getenv();
+        $env['HEARTH_PROTOCOL'] = '99';
+        $process = proc_open(
+            [PHP_BINARY, '-n', __DIR__ . '/fixtures/worker_app.php'],
+            [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']],
+            $pipes,
+            null,
+            $env,
+        );
+        self::assertIsResource($process);
+        $stdout = stream_get_contents($pipes[1]);
+        $stderr = stream_get_contents($pipes[2]);
+        fclose($pipes[1]);
+        fclose($pipes[2]);
+        self::assertSame(1, proc_close($process));
+        self::assertSame('', $stdout, 'the handler never ran');
+        self::assertStringContainsString('speaks protocol 99', (string) $stderr);
+    }
+
     public function testAWorkerScriptServesOneRequestUnderPhpCgi(): void
     {
         [$headers, $body] = PhpCgi::response(__DIR__ . '/fixtures/worker_app.php', [

@@ -49,12 +49,17 @@ impl Server {
         server
     }
 
-    /// Waits for the "N workers ready" (or "1 worker ready") line.
+    /// Waits for the "N of N workers ready" (or "1 of 1 worker ready") line.
     pub fn wait_until_ready(&self) {
+        self.wait_for_ready_lines(1);
+    }
+
+    /// Waits until the log has said `n` times that every worker is ready
+    /// (again, after failures).
+    pub fn wait_for_ready_lines(&self, n: usize) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
-            let log = self.log();
-            if log.contains(" workers ready") || log.contains(" worker ready") {
+            if self.log().lines().filter(|l| all_ready(l)).count() >= n {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -224,6 +229,25 @@ impl Drop for Server {
             let _ = self.child.wait();
         }
     }
+}
+
+/// Whether a log line says that every worker is ready: `2 of 2 workers
+/// ready`.
+pub fn all_ready(line: &str) -> bool {
+    let Some(before) = line
+        .split(" workers ready")
+        .next()
+        .filter(|_| line.contains(" workers ready"))
+        .or_else(|| {
+            line.split(" worker ready")
+                .next()
+                .filter(|_| line.contains(" worker ready"))
+        })
+    else {
+        return false;
+    };
+    let words: Vec<&str> = before.split_whitespace().collect();
+    matches!(words.as_slice(), [.., ready, "of", wanted] if ready == wanted)
 }
 
 fn strip_ansi(s: &str) -> String {
@@ -416,6 +440,7 @@ impl Connection {
 pub type Part<'a> = (&'a str, Option<&'a str>, Option<&'a str>, &'a [u8]);
 
 /// A request built field by field.
+#[derive(Debug, Clone)]
 pub struct Req {
     method: String,
     path: String,
@@ -505,17 +530,24 @@ impl Req {
     }
 }
 
-/// Cookies from Set-Cookie headers, as a browser would keep them.
+/// Cookies from Set-Cookie headers, as a browser would keep them: a
+/// cookie set with `Max-Age=0` (how PHP deletes one) is forgotten.
 #[derive(Debug, Default, Clone)]
 pub struct CookieJar(BTreeMap<String, String>);
 
 impl CookieJar {
     pub fn store(&mut self, response: &Response) {
         for set in response.headers_named("set-cookie") {
-            let pair = set.split(';').next().unwrap_or("");
+            let mut parts = set.split(';');
+            let pair = parts.next().unwrap_or("");
+            let expired = parts.any(|a| a.trim().eq_ignore_ascii_case("max-age=0"));
             if let Some((name, value)) = pair.split_once('=') {
-                self.0
-                    .insert(name.trim().to_owned(), value.trim().to_owned());
+                if expired {
+                    self.0.remove(name.trim());
+                } else {
+                    self.0
+                        .insert(name.trim().to_owned(), value.trim().to_owned());
+                }
             }
         }
     }
@@ -545,7 +577,34 @@ pub fn eventually<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Optio
     }
 }
 
-/// A private temporary directory, removed on drop.
+/// Runs `hearth ARGS...` (a client command such as `reload` or `status`)
+/// to completion.
+pub fn ctl(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run hearth")
+}
+
+/// The status report of the server with this control socket, as
+/// `hearth status --json` prints it.
+pub fn status_json(socket: &Path) -> serde_json::Value {
+    let out = ctl(&[
+        "status",
+        "--control-socket",
+        &socket.to_string_lossy(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "hearth status failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("status JSON")
+}
+
 /// `--user root` when the tests run as root (as in CI): `hearth serve`
 /// refuses to run PHP as root unless told to.
 pub fn as_root() -> Vec<String> {
@@ -556,6 +615,75 @@ pub fn as_root() -> Vec<String> {
     }
 }
 
+/// A private temporary directory, removed on drop.
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
+}
+
+/// A temporary directory that every user can enter and read (mode 0755),
+/// for files that workers running as another user need.
+pub fn reachable_tempdir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    dir
+}
+
+/// Copies a file or a directory tree into an existing directory, readable
+/// by every user (files 0644, directories 0755) whatever the modes and
+/// umask of this checkout.
+pub fn copy_tree(from: &Path, to: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    if from.is_dir() {
+        std::fs::create_dir_all(to).expect("mkdir");
+        std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        for entry in std::fs::read_dir(from).expect("read dir") {
+            let entry = entry.expect("entry");
+            copy_tree(&entry.path(), &to.join(entry.file_name()));
+        }
+    } else {
+        std::fs::copy(from, to).expect("copy");
+        std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+}
+
+/// Runs a command to its end, with its output; panics (after killing it)
+/// if it has not ended within `timeout`.
+pub fn output_within(cmd: &mut Command, timeout: Duration) -> std::process::Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut out = Vec::new();
+            let _ = pipe.read_to_end(&mut out);
+            out
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("stderr")));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = stderr.join().unwrap_or_default();
+            panic!(
+                "{cmd:?} did not end within {timeout:?}; stderr:\n{}",
+                String::from_utf8_lossy(&err)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    }
 }

@@ -3,6 +3,7 @@
 //! front controller, plus what PHP itself adds.
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
@@ -22,6 +23,30 @@ pub struct Script {
     pub name: String,
     /// `DOCUMENT_ROOT`.
     pub document_root: String,
+}
+
+impl Script {
+    /// The script as a front controller, as nginx's
+    /// `try_files $uri /index.php$is_args$args` presents it: `DOCUMENT_ROOT`
+    /// is the document root (without one, the script's directory), and
+    /// `SCRIPT_NAME` the script's path under it. A script outside the
+    /// document root (a worker script next to `public/`) keeps its real
+    /// `SCRIPT_FILENAME` and is named `/` and its file name, so that
+    /// frameworks that compare the two find the same base name.
+    pub fn describe(script: &Path, document_root: Option<&Path>) -> Script {
+        let root = document_root.unwrap_or(script.parent().unwrap_or(Path::new("/")));
+        let name = match script.strip_prefix(root) {
+            Ok(relative) => relative.to_string_lossy().into_owned(),
+            Err(_) => script
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        };
+        Script {
+            filename: script.to_string_lossy().into_owned(),
+            name: format!("/{name}"),
+            document_root: root.to_string_lossy().into_owned(),
+        }
+    }
 }
 
 /// Per-connection values, computed once when the connection is accepted.
@@ -67,7 +92,6 @@ fn ip_text(addr: &SocketAddr) -> String {
 /// Server-wide values.
 #[derive(Debug, Clone)]
 pub(crate) struct ServerInfo {
-    pub script: Script,
     pub server_name: String,
     pub server_software: String,
     pub trusted_proxies: Vec<ipnet::IpNet>,
@@ -146,6 +170,7 @@ pub(crate) fn write_server_vars(
     parts: &Parts,
     conn: &Connection,
     server: &ServerInfo,
+    script: &Script,
     body_len: Option<usize>,
     now: SystemTime,
 ) {
@@ -188,7 +213,6 @@ pub(crate) fn write_server_vars(
         + usize::from(https)
         + usize::from(authority.is_some())
         + parts.headers.keys().filter(|n| passes(n)).count();
-    let script = &server.script;
     let mut vars = PhpArrayWriter::new(dst, count);
     vars.str(b"PATH_INFO", b"")
         .str(b"SCRIPT_FILENAME", script.filename.as_bytes())
@@ -342,17 +366,17 @@ mod tests {
         now: SystemTime,
     ) -> String {
         let mut out = BytesMut::new();
-        write_server_vars(&mut out, parts, conn, server, body_len, now);
+        let script = Script {
+            filename: "/srv/app/public/index.php".into(),
+            name: "/index.php".into(),
+            document_root: "/srv/app/public".into(),
+        };
+        write_server_vars(&mut out, parts, conn, server, &script, body_len, now);
         String::from_utf8_lossy(&out).into_owned()
     }
 
     fn info() -> ServerInfo {
         ServerInfo {
-            script: Script {
-                filename: "/srv/app/public/index.php".into(),
-                name: "/index.php".into(),
-                document_root: "/srv/app/public".into(),
-            },
             server_name: "localhost".into(),
             server_software: "hearth/0.1.0".into(),
             trusted_proxies: vec![
@@ -360,6 +384,26 @@ mod tests {
                 "127.0.0.1/32".parse().unwrap(),
             ],
         }
+    }
+
+    #[test]
+    fn a_script_is_named_under_its_document_root_or_by_its_file_name() {
+        let inside = Script::describe(
+            Path::new("/srv/r1/public/index.php"),
+            Some(Path::new("/srv/r1/public")),
+        );
+        assert_eq!(inside.filename, "/srv/r1/public/index.php");
+        assert_eq!(inside.name, "/index.php");
+        assert_eq!(inside.document_root, "/srv/r1/public");
+        let beside = Script::describe(
+            Path::new("/srv/r1/worker.php"),
+            Some(Path::new("/srv/r1/public")),
+        );
+        assert_eq!(beside.filename, "/srv/r1/worker.php");
+        assert_eq!(beside.name, "/worker.php");
+        let alone = Script::describe(Path::new("/srv/r1/worker.php"), None);
+        assert_eq!(alone.name, "/worker.php");
+        assert_eq!(alone.document_root, "/srv/r1");
     }
 
     #[test]

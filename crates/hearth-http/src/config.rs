@@ -1,28 +1,28 @@
 //! How the HTTP front behaves: its limits, timeouts, protocols and
 //! features, and their defaults.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::cgi::Script;
 use crate::observe::Observer;
 use crate::tls::TlsConfig;
 
 /// How the HTTP front behaves.
+///
+/// Where the app lives is the pool's to say ([`Pool::paths`]): static files
+/// come from its document root, if it has one (a GET or HEAD for a file
+/// under it is answered from disk, everything else goes to PHP), and a
+/// request's `SCRIPT_*` and `DOCUMENT_ROOT` are those of the release its
+/// worker runs. Both follow reloads.
+///
+/// [`Pool::paths`]: hearth_pool::Pool::paths
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
-    /// Where the worker script sits (for `SCRIPT_*` and `DOCUMENT_ROOT`).
-    pub script: Script,
     /// `SERVER_NAME`.
     pub server_name: String,
     /// Proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed:
     /// a request from one of them gets the client's address as
     /// `REMOTE_ADDR`, and `HTTPS=on` when the client used https.
     pub trusted_proxies: Vec<ipnet::IpNet>,
-    /// Document root for static files: absolute, symlinks resolved. A GET
-    /// or HEAD for a file under it is answered from disk; everything else
-    /// goes to PHP. None: every request goes to PHP.
-    pub root: Option<PathBuf>,
     /// Compress responses on the fly (gzip, brotli) for clients that
     /// accept it: static files, and whole PHP responses.
     pub compression: bool,
@@ -84,13 +84,17 @@ pub struct ServeConfig {
     pub observer: Observer,
 }
 
+impl Default for ServeConfig {
+    fn default() -> ServeConfig {
+        ServeConfig::new()
+    }
+}
+
 impl ServeConfig {
-    pub fn new(script: Script) -> ServeConfig {
+    pub fn new() -> ServeConfig {
         ServeConfig {
-            script,
             server_name: "localhost".into(),
             trusted_proxies: Vec::new(),
-            root: None,
             compression: true,
             server_software: concat!("hearth/", env!("CARGO_PKG_VERSION")).into(),
             max_body_size: 8 << 20,

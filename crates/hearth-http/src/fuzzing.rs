@@ -39,7 +39,7 @@ pub fn feed(parts: &[&[u8]]) -> Outcome {
                     assert!(len <= held.len(), "released bytes it was never given");
                     held.drain(..len);
                     out.released += len;
-                    out.heads += usize::from(head);
+                    out.heads += usize::from(head.is_some());
                 }
                 Ok(Step::Incomplete) => break,
                 Err(refusal) => {

@@ -7,9 +7,12 @@
 //! pool, and the worker's response is sent back: whole when the app
 //! produced it at once, streamed when the app flushed along the way.
 //!
-//! With a document root, GET and HEAD requests for files under it are
-//! answered from disk first (`static_files`), and compressible responses
-//! are gzip- or brotli-encoded for clients that accept it (`compress`).
+//! Where the app lives (the worker script, the document root) is the
+//! pool's to say, resolved again at every reload: a request's `SCRIPT_*`
+//! and `DOCUMENT_ROOT` are those of the release its worker runs. With a
+//! document root, GET and HEAD requests for files under it are answered
+//! from disk first (`static_files`), and compressible responses are gzip-
+//! or brotli-encoded for clients that accept it (`compress`).
 //!
 //! # Modules
 //!
@@ -19,7 +22,8 @@
 //!   that wires a request to a static file or a worker.
 //! - `h2`: HTTP/2 connections, closed when idle or on shutdown.
 //! - `protocol`: what a new connection speaks (TLS, ALPN, h2c preface).
-//! - `request`: a request as a worker receives it: body, `$_SERVER`, frames.
+//! - `request`: a request as a worker receives it: body, `$_SERVER` (with
+//!   the script of the worker's release), frames.
 //! - `body`: request bodies read whole: spooled, or parsed as multipart forms.
 //! - `static_files`: files from the document root, served as nginx would.
 //! - `compress`: gzip and brotli for clients that accept them.

@@ -1,22 +1,23 @@
 //! A request as a worker receives it: its body received (a raw body kept
 //! in memory or spooled to a file the worker reads, a multipart form
 //! parsed and its uploads spooled to disk), its `$_SERVER` built, and the
-//! whole of it encoded in frames for the pool.
+//! whole of it encoded in frames for the pool, with the `SCRIPT_*` and
+//! `DOCUMENT_ROOT` of the release the worker that takes it runs.
 
 use std::os::unix::ffi::OsStrExt as _;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use bytes::BytesMut;
-use hearth_pool::Pool;
+use hearth_pool::{Paths, Pool};
 use hearth_proto::{begin_frame, encode_frame, end_frame, Kind};
 use http::request::Parts;
 use http::{Response, StatusCode};
 use hyper::body::{Body as _, Incoming};
 
 use crate::body::{self, BodyError, UploadSettings};
-use crate::cgi::{self, Connection, ServerInfo};
+use crate::cgi::{self, Connection, Script, ServerInfo};
 use crate::config::ServeConfig;
 use crate::guard;
 use crate::response::{self, Keep, ResponseBody};
@@ -32,6 +33,30 @@ pub(crate) struct Encoder {
     body_budget: Arc<body::Budget>,
     /// Said once: workers cannot read spooled bodies.
     warned_no_body_files: AtomicBool,
+    /// The script as each release describes it to PHP.
+    scripts: Scripts,
+}
+
+/// The script as described to PHP, for the paths workers run from: worked
+/// out once per set of paths (once per reload), not per request. The two
+/// most recent are kept, for the old and the new workers of a reload.
+#[derive(Debug, Default)]
+struct Scripts(Mutex<Vec<(Arc<Paths>, Arc<Script>)>>);
+
+impl Scripts {
+    fn of(&self, paths: &Arc<Paths>) -> Arc<Script> {
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, script)) = known.iter().find(|(p, _)| Arc::ptr_eq(p, paths)) {
+            return script.clone();
+        }
+        let script = Arc::new(Script::describe(
+            &paths.script,
+            paths.document_root.as_deref(),
+        ));
+        known.insert(0, (paths.clone(), script.clone()));
+        known.truncate(2);
+        script
+    }
 }
 
 /// A request whose body has been received, ready for a worker.
@@ -48,7 +73,6 @@ impl Encoder {
     pub fn new(config: &ServeConfig) -> Encoder {
         Encoder {
             info: ServerInfo {
-                script: config.script.clone(),
                 server_name: config.server_name.clone(),
                 server_software: config.server_software.clone(),
                 trusted_proxies: config.trusted_proxies.clone(),
@@ -58,6 +82,7 @@ impl Encoder {
             body_chunk: config.body_chunk.max(1),
             body_budget: body::Budget::new(config.body_memory),
             warned_no_body_files: AtomicBool::new(false),
+            scripts: Scripts::default(),
         }
     }
 
@@ -152,10 +177,18 @@ impl Encoder {
         }
     }
 
-    /// Writes `request` in frames for the worker request `id`: its
-    /// `$_SERVER`, then its body (in memory, as a file to read, or as a
-    /// parsed form), then the end.
-    pub fn encode(&self, request: &WorkerRequest, conn: &Connection, buf: &mut BytesMut, id: u32) {
+    /// Writes `request` in frames for the worker request `id`, taken by a
+    /// worker running from `paths`: its `$_SERVER`, then its body (in
+    /// memory, as a file to read, or as a parsed form), then the end.
+    pub fn encode(
+        &self,
+        request: &WorkerRequest,
+        conn: &Connection,
+        paths: &Arc<Paths>,
+        buf: &mut BytesMut,
+        id: u32,
+    ) {
+        let script = self.scripts.of(paths);
         let body = &request.body;
         let has_body = body.len > 0 || body.form.is_some() || body.file.is_some();
         let body_len = has_body.then_some(body.len);
@@ -165,6 +198,7 @@ impl Encoder {
             &request.parts,
             conn,
             &self.info,
+            &script,
             body_len,
             request.received,
         );

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::BytesMut;
-use hearth_pool::Pool;
+use hearth_pool::{Paths, Pool};
 use http::{HeaderValue, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -229,9 +229,12 @@ async fn respond(
     let (parts, incoming) = req.into_parts();
     let config = &app.config;
 
-    if let Some(root) = &config.root {
-        if let Some(response) = static_files::respond(root, config.compression, &parts).await {
-            return Ok(response);
+    if app.pool.config().document_root.is_some() {
+        let paths = app.pool.paths();
+        if let Some(root) = &paths.document_root {
+            if let Some(response) = static_files::respond(root, config.compression, &parts).await {
+                return Ok(response);
+            }
         }
     }
 
@@ -243,7 +246,9 @@ async fn respond(
         Ok(request) => request,
         Err(answer) => return Ok(answer),
     };
-    let encode = |buf: &mut BytesMut, id: u32| app.requests.encode(&request, &conn, buf, id);
+    let encode = |buf: &mut BytesMut, id: u32, paths: &Arc<Paths>| {
+        app.requests.encode(&request, &conn, paths, buf, id);
+    };
     let mut lease = match app.pool.dispatch(request.len(), encode).await {
         Ok(lease) => lease,
         Err(e) => return Ok(failure(&e, config)),

@@ -8,7 +8,10 @@ pub struct PoolConfig {
     /// The PHP binary. `php-cgi` gives full legacy support (`header()`,
     /// `setcookie()`, sessions); `php` (CLI) ignores headers set that way.
     pub php: PathBuf,
-    /// The worker script, as an absolute path.
+    /// The worker script, as an absolute path. It may lead through
+    /// symlinks (a `current` link to the deployed release): the pool
+    /// resolves it when it starts and again at every reload, and workers
+    /// run its real path (see [`crate::Paths`]).
     pub script: PathBuf,
     /// Worker processes at most (`max_workers`).
     pub workers: usize,
@@ -24,12 +27,24 @@ pub struct PoolConfig {
     pub ini: Vec<(String, String)>,
     /// Extra environment variables for every worker.
     pub env: Vec<(OsString, OsString)>,
-    /// Workers' working directory; by default the script's directory (as
-    /// php-fpm does for the script it runs).
+    /// Workers' working directory; by default the script's real directory
+    /// (as php-fpm does for the script it runs). Resolved with the script.
     pub cwd: Option<PathBuf>,
+    /// The app's document root, for the HTTP front (static files,
+    /// `DOCUMENT_ROOT`). Workers do not need it, but it belongs to the
+    /// release the script is part of: it is resolved with the script, at
+    /// start and at every reload, so that both always name the same one.
+    pub document_root: Option<PathBuf>,
     /// What a worker script that never completes its handshake should be
     /// checked for, said in the boot error.
     pub boot_hint: String,
+    /// The call that starts a worker's loop and its handshake, named in
+    /// the boot error of a script that exits by itself (status 0) without
+    /// making it: the usual first mistake, a plain script that runs once.
+    pub entry_point: String,
+    /// Said in that boot error after the entry point: how a worker script
+    /// should look, and where to read more.
+    pub entry_help: String,
     /// How long a worker may take from spawn to its ready handshake.
     pub boot_timeout: Duration,
     /// How long a request may wait for a free worker before it is refused.
@@ -67,6 +82,9 @@ pub struct PoolConfig {
     /// Time idle past which a worker is replaced by a fresh one.
     pub idle_ttl: Option<Duration>,
     /// The user workers run as, when Hearth runs as root. None: Hearth's own.
+    /// The pool checks, when it starts and at every reload, that this user
+    /// can read the script and enter its directories, the working
+    /// directory and the document root.
     pub user: Option<WorkerUser>,
 }
 
@@ -76,12 +94,17 @@ pub struct WorkerUser {
     pub name: String,
     pub uid: u32,
     pub gid: u32,
+    /// Its supplementary groups, as `initgroups()` would set them (php-fpm
+    /// gives its workers theirs): the groups of `/etc/group` that list the
+    /// user. Workers get these and no other (root's are dropped).
+    pub groups: Vec<u32>,
 }
 
 impl WorkerUser {
-    /// Looks up `spec`: a user name from `/etc/passwd` (its primary group),
-    /// or `UID` or `UID:GID`. (Users known only to NSS services such as
-    /// LDAP need the numeric form.)
+    /// Looks up `spec`: a user name from `/etc/passwd` (its primary group,
+    /// and its supplementary groups from `/etc/group`), or `UID` or
+    /// `UID:GID`. (Users known only to NSS services such as LDAP need the
+    /// numeric form, and get no supplementary groups.)
     pub fn lookup(spec: &str) -> Result<WorkerUser, String> {
         let numeric = |s: &str| s.parse::<u32>().ok();
         if let Some((uid, gid)) = spec.split_once(':') {
@@ -90,6 +113,7 @@ impl WorkerUser {
                     name: spec.to_owned(),
                     uid,
                     gid,
+                    groups: Vec::new(),
                 }),
                 _ => Err(format!("{spec:?}: expected a user name, UID or UID:GID")),
             };
@@ -102,10 +126,12 @@ impl WorkerUser {
             }
             if fields[0] == spec || numeric(spec).is_some_and(|u| Some(u) == numeric(fields[2])) {
                 if let (Some(uid), Some(gid)) = (numeric(fields[2]), numeric(fields[3])) {
+                    let group = std::fs::read_to_string("/etc/group").unwrap_or_default();
                     return Ok(WorkerUser {
                         name: fields[0].to_owned(),
                         uid,
                         gid,
+                        groups: member_of(&group, fields[0], gid),
                     });
                 }
             }
@@ -115,6 +141,7 @@ impl WorkerUser {
                 name: spec.to_owned(),
                 uid,
                 gid: uid,
+                groups: Vec::new(),
             }),
             None => Err(format!("no user {spec:?} in /etc/passwd")),
         }
@@ -123,6 +150,24 @@ impl WorkerUser {
     pub fn is_root(&self) -> bool {
         self.uid == 0
     }
+}
+
+/// The groups of an `/etc/group` text that list `user` as a member, other
+/// than its primary group.
+fn member_of(group_file: &str, user: &str, primary: u32) -> Vec<u32> {
+    let mut groups = Vec::new();
+    for line in group_file.lines() {
+        let fields: Vec<&str> = line.split(':').collect();
+        if fields.len() < 4 || !fields[3].split(',').any(|m| m.trim() == user) {
+            continue;
+        }
+        if let Ok(gid) = fields[2].parse::<u32>() {
+            if gid != primary && !groups.contains(&gid) {
+                groups.push(gid);
+            }
+        }
+    }
+    groups
 }
 
 impl PoolConfig {
@@ -151,7 +196,26 @@ impl PoolConfig {
             idle_ttl: None,
             user: None,
             cwd: None,
+            document_root: None,
             boot_hint: "does the script call Hearth\\Worker::serve()?".to_owned(),
+            entry_point: "Hearth\\Worker::serve()".to_owned(),
+            entry_help: "A worker script boots the app, then calls \
+                         Hearth\\Worker::serve(fn () => ...) to handle requests; see \
+                         docs/getting-started.md, \"Write a worker script\"."
+                .to_owned(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn supplementary_groups_are_those_that_list_the_user() {
+        let file = "root:x:0:\nadm:x:4:syslog,www-data\nwww-data:x:33:www-data\n\
+                    deploy:x:1001: www-data ,alice\nother:x:1002:alice\n";
+        assert_eq!(member_of(file, "www-data", 33), vec![4, 1001]);
+        assert_eq!(member_of(file, "bob", 1000), Vec::<u32>::new());
     }
 }

@@ -26,7 +26,7 @@ use tokio::sync::oneshot;
 use crate::observe::RestartReason;
 use crate::pool::Shared;
 use crate::worker::{Handover, Queued, Retire, Worker, WorkerShared, WRITE_PENDING, WRITE_STARTED};
-use crate::Error;
+use crate::{Error, Paths};
 
 /// Requests larger than this are never queued behind another: their bytes
 /// could fill the channel of a worker that is not reading yet.
@@ -98,13 +98,13 @@ impl Shared {
 }
 
 /// Sends a request to a worker: `encode` writes its frames for the request
-/// id it is given (it may be called more than once if a worker turns out
-/// to be gone before the request reached it). `len` is about how many bytes
+/// id and the worker's paths it is given (it may be called more than once
+/// if a worker turns out to be gone before the request reached it). `len` is about how many bytes
 /// `encode` writes.
 pub(crate) async fn dispatch(
     pool: &Arc<Shared>,
     len: usize,
-    encode: impl Fn(&mut BytesMut, u32),
+    encode: impl Fn(&mut BytesMut, u32, &Arc<Paths>),
 ) -> Result<Lease, Error> {
     let queueable = pool.config.pipelining && len <= QUEUE_MAX_BYTES;
     let mut first_in_line = false;
@@ -114,7 +114,7 @@ pub(crate) async fn dispatch(
             Assignment::Worker(mut worker) => {
                 worker.shared.link().busy = true;
                 let id = worker.shared.next_request_id();
-                encode(&mut worker.wbuf, id);
+                encode(&mut worker.wbuf, id, &worker.shared.paths);
                 // Until the request is written whole, dropping the lease
                 // (this future cancelled) kills the worker: half a request
                 // would leave it waiting for the rest.
@@ -141,7 +141,7 @@ pub(crate) async fn dispatch(
                 state,
             } => {
                 let mut bytes = BytesMut::with_capacity(len + 128);
-                encode(&mut bytes, id);
+                encode(&mut bytes, id, &link.paths);
                 // From here the write completes even if this request is
                 // dropped, and whoever frees the worker then reads and
                 // discards the response.

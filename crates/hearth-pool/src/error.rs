@@ -28,6 +28,9 @@ enum Kind {
     Io(io::Error),
     /// A worker did not complete its handshake.
     Boot(String),
+    /// The configuration cannot work: a worker script that does not
+    /// exist, a user who cannot read it. Retrying does not help.
+    Config(String),
     /// The worker did not finish the request within its time limit; it is
     /// being stopped and replaced.
     TimedOut(String),
@@ -58,6 +61,12 @@ impl Error {
         }
     }
 
+    pub(crate) fn config(why: impl Into<String>) -> Self {
+        Error {
+            kind: Kind::Config(why.into()),
+        }
+    }
+
     /// No worker took the request; it was not started, so retrying is safe.
     pub fn is_unavailable(&self) -> bool {
         matches!(self.kind, Kind::Unavailable(_))
@@ -81,6 +90,11 @@ impl Error {
     /// A worker failed to boot.
     pub fn is_boot(&self) -> bool {
         matches!(self.kind, Kind::Boot(_))
+    }
+
+    /// The configuration cannot work (see [`PoolConfig`](crate::PoolConfig)).
+    pub fn is_config(&self) -> bool {
+        matches!(self.kind, Kind::Config(_))
     }
 
     pub fn is_io(&self) -> bool {
@@ -109,7 +123,7 @@ impl fmt::Display for Error {
             Kind::WorkerLost(why) => write!(f, "worker lost: {why}"),
             Kind::Protocol(e) => write!(f, "worker protocol error: {e}"),
             Kind::Io(e) => write!(f, "{e}"),
-            Kind::Boot(why) => write!(f, "{why}"),
+            Kind::Boot(why) | Kind::Config(why) => write!(f, "{why}"),
             Kind::TimedOut(why) => write!(f, "request timed out: {why}"),
         }
     }

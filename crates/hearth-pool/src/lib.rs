@@ -8,10 +8,12 @@
 //! script fails to boot, and stops them politely, then firmly
 //! ([`Pool::shutdown`]).
 
+mod access;
 mod config;
 mod dispatch;
 mod error;
 mod observe;
+mod paths;
 mod php;
 mod pool;
 mod process;
@@ -22,5 +24,6 @@ pub use config::{PoolConfig, WorkerUser};
 pub use dispatch::Lease;
 pub use error::Error;
 pub use observe::{RestartReason, WorkerInfo, WorkerState};
+pub use paths::Paths;
 pub use php::PhpInfo;
 pub use pool::{Pool, PoolStatus};

@@ -4,7 +4,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use crate::{Error, PoolConfig};
+use crate::{Error, Paths, PoolConfig, WorkerUser};
 
 /// What Hearth needs to know about a PHP binary before it starts workers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,9 +99,14 @@ const CGI_VARIABLES: &[&str] = &[
     "FCGI_WEB_SERVER_ADDRS",
 ];
 
-/// The command that starts one worker. Its channel is attached by the
-/// caller (stdin, and the FIFO path in HEARTH_RESPONSES).
-pub(crate) fn worker_command(config: &PoolConfig, info: &PhpInfo) -> tokio::process::Command {
+/// The command that starts one worker, running the app from `paths`. Its
+/// channel is attached by the caller (stdin, and the FIFO path in
+/// HEARTH_RESPONSES).
+pub(crate) fn worker_command(
+    config: &PoolConfig,
+    info: &PhpInfo,
+    paths: &Paths,
+) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(&config.php);
     // The app's boot output is caught by the startup buffer and logged;
     // nothing may ever reach the SAPI's own output, which would mark the
@@ -130,7 +135,7 @@ pub(crate) fn worker_command(config: &PoolConfig, info: &PhpInfo) -> tokio::proc
     for (name, value) in &ini {
         cmd.arg("-d").arg(format!("{name}={value}"));
     }
-    cmd.arg(&config.script);
+    cmd.arg(&paths.script);
     for var in CGI_VARIABLES {
         cmd.env_remove(var);
     }
@@ -146,18 +151,55 @@ pub(crate) fn worker_command(config: &PoolConfig, info: &PhpInfo) -> tokio::proc
     // Last, so that no configured variable can change them.
     cmd.env("HEARTH_PROTOCOL", hearth_proto::VERSION.to_string())
         .env("HEARTH_MAX_PAYLOAD", config.max_payload.to_string());
-    if let Some(dir) = config.cwd.as_deref().or(config.script.parent()) {
-        cmd.current_dir(dir);
-    }
-    if let Some(user) = &config.user {
-        // std drops root's supplementary groups when it sets the uid.
-        cmd.uid(user.uid).gid(user.gid);
+    match &config.user {
+        Some(user) => become_user(&mut cmd, user, &paths.cwd),
+        None => {
+            cmd.current_dir(&paths.cwd);
+        }
     }
     // Its own process group: a Ctrl-C in the terminal reaches Hearth, which
     // stops workers gracefully, instead of killing them mid-request.
     cmd.process_group(0);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     cmd
+}
+
+/// Makes the worker run as `user` with its supplementary groups and none
+/// of root's, as php-fpm's workers do (`initgroups()`, `setgid()`,
+/// `setuid()`), and enter `cwd` as that user.
+///
+/// std's `uid()` and `gid()` drop every supplementary group, and the
+/// stable API has no way to set them, so the switch is made by hand.
+#[allow(unsafe_code)]
+fn become_user(cmd: &mut tokio::process::Command, user: &WorkerUser, cwd: &Path) {
+    use std::os::unix::ffi::OsStrExt as _;
+    let Ok(dir) = std::ffi::CString::new(cwd.as_os_str().as_bytes()) else {
+        // A path with a NUL byte cannot be entered anyway; let spawn say so.
+        cmd.current_dir(cwd);
+        return;
+    };
+    let mut groups: Vec<libc::gid_t> = vec![user.gid];
+    groups.extend(user.groups.iter().filter(|&&g| g != user.gid));
+    let (uid, gid) = (user.uid, user.gid);
+    let fail = || Err(std::io::Error::last_os_error());
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // only async-signal-safe calls may be made: it makes four system calls
+    // on memory allocated before the fork, and allocates nothing (an
+    // io::Error from errno holds the number alone).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setgroups(groups.len(), groups.as_ptr()) != 0 {
+                return fail();
+            }
+            if libc::setgid(gid) != 0 || libc::setuid(uid) != 0 {
+                return fail();
+            }
+            if libc::chdir(dir.as_ptr()) != 0 {
+                return fail();
+            }
+            Ok(())
+        });
+    }
 }
 
 /// The binary's own list plus the two functions the PHP library replaces.

@@ -1,7 +1,7 @@
 //! The pool: its public face, and the state its supervisors and requests
 //! share.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use crate::observe::{RestartCounts, RestartReason, WorkerInfo, WorkerState};
 use crate::php::PhpInfo;
 use crate::supervisor::supervise;
 use crate::worker::{Retire, WorkerShared};
-use crate::{Error, PoolConfig};
+use crate::{Error, Paths, PoolConfig};
 
 /// A pool of warm PHP workers. Cheap to clone; all clones are the same pool.
 #[derive(Debug, Clone)]
@@ -27,6 +27,9 @@ pub struct Pool {
 pub(crate) struct Shared {
     pub config: PoolConfig,
     pub php: PhpInfo,
+    /// Where workers booted now run the app from: resolved at start and
+    /// replaced by each reload whose trial worker booted.
+    paths: Mutex<Arc<Paths>>,
     /// Idle workers and the requests waiting for one.
     pub dispatch: Mutex<Dispatch>,
     pub waiting: WaiterCount,
@@ -36,6 +39,10 @@ pub(crate) struct Shared {
     pub slots: Vec<Mutex<Option<Arc<WorkerShared>>>>,
     /// Slots whose worker currently fails to boot.
     pub failing: AtomicUsize,
+    /// Each slot's failed boots in a row, since its last worker booted.
+    pub boot_failures: Vec<AtomicU32>,
+    /// Whether any worker has booted since the pool started.
+    pub booted: AtomicBool,
     pub last_boot_error: Mutex<Option<String>>,
     /// The most recent handshake: the PHP settings requests are shaped by.
     pub ready: Mutex<Option<Arc<Ready>>>,
@@ -43,6 +50,9 @@ pub(crate) struct Shared {
     supervisors: Mutex<Vec<JoinHandle<()>>>,
     /// Held while a reload runs: one at a time.
     reloading: tokio::sync::Mutex<()>,
+    /// Reloads finished, whether they succeeded or not.
+    reloads: AtomicU64,
+    reloaded: Notify,
     pub restarts: AtomicU64,
     /// Restarts by why the worker went.
     pub restart_reasons: RestartCounts,
@@ -60,6 +70,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Where a worker booted now runs the app from.
+    pub fn paths(&self) -> Arc<Paths> {
+        lock(&self.paths).clone()
+    }
+
     /// A fresh path for a worker's response FIFO, if workers use pipes.
     pub fn next_fifo(&self) -> Option<std::path::PathBuf> {
         let dir = self.fifo_dir.as_ref()?;
@@ -107,12 +122,7 @@ impl Pool {
     /// background; requests wait for them (see [`Pool::wait_ready`]).
     pub async fn start(config: PoolConfig) -> Result<Pool, Error> {
         let php = PhpInfo::probe(&config.php).await?;
-        if !config.script.is_file() {
-            return Err(Error::boot(format!(
-                "worker script {} does not exist",
-                config.script.display()
-            )));
-        }
+        let paths = Arc::new(Paths::resolve(&config)?);
         let workers = config.workers.max(1);
         let open_basedir = config
             .ini
@@ -149,17 +159,22 @@ impl Pool {
         };
         let shared = Arc::new(Shared {
             php,
+            paths: Mutex::new(paths),
             dispatch: Mutex::new(Dispatch::default()),
             waiting: WaiterCount::default(),
             stopping: AtomicBool::new(false),
             stop: Notify::new(),
             slots: (0..workers).map(|_| Mutex::new(None)).collect(),
             failing: AtomicUsize::new(0),
+            boot_failures: (0..workers).map(|_| AtomicU32::new(0)).collect(),
+            booted: AtomicBool::new(false),
             last_boot_error: Mutex::new(None),
             ready: Mutex::new(None),
             ready_notify: Notify::new(),
             supervisors: Mutex::new(Vec::new()),
             reloading: tokio::sync::Mutex::new(()),
+            reloads: AtomicU64::new(0),
+            reloaded: Notify::new(),
             restarts: AtomicU64::new(0),
             restart_reasons: RestartCounts::default(),
             booting: (0..workers).map(|_| Mutex::new(None)).collect(),
@@ -192,6 +207,14 @@ impl Pool {
         &self.shared.config
     }
 
+    /// Where workers booted now run the app from: the real paths of the
+    /// script, working directory and document root, as resolved at start
+    /// or by the last successful reload. A worker keeps the paths it was
+    /// booted from; a request sees its worker's.
+    pub fn paths(&self) -> Arc<Paths> {
+        self.shared.paths()
+    }
+
     /// The handshake of the most recently booted worker, with the PHP
     /// settings (upload limits, temp dir) that requests are shaped by.
     pub fn settings(&self) -> Option<Arc<Ready>> {
@@ -216,6 +239,42 @@ impl Pool {
                 return false;
             }
         }
+    }
+
+    /// Waits until the pool's first worker has booted. Fails when, before
+    /// any has, every slot that boots at start has failed `attempts` boots
+    /// in a row: a script that cannot boot, for which waiting longer would
+    /// only mean answering 503s. Returns at once when the pool stops.
+    ///
+    /// Each boot attempt is bounded by the boot timeout, so this ends.
+    pub async fn wait_started(&self, attempts: u32) -> Result<(), Error> {
+        let s = &self.shared;
+        let starting = s.config.min_workers.clamp(1, s.slots.len());
+        loop {
+            let changed = s.ready_notify.notified();
+            let stop = s.stop.notified();
+            if s.booted.load(Ordering::Acquire) || s.stopping.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            let failed = &s.boot_failures[..starting];
+            if failed.iter().all(|f| f.load(Ordering::Acquire) >= attempts) {
+                return Err(Error::boot(format!(
+                    "no worker could boot ({attempts} attempts in a row): {}",
+                    self.boot_error().unwrap_or_default()
+                )));
+            }
+            tokio::select! {
+                () = changed => {}
+                () = stop => {}
+            }
+        }
+    }
+
+    /// Completes at the next change in the pool's workers: one booted,
+    /// exited or failed to boot. Made before reading [`Pool::status`], it
+    /// misses no change after that.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.shared.ready_notify.notified()
     }
 
     /// Why the last worker that failed to boot failed.
@@ -310,28 +369,54 @@ impl Pool {
     pub async fn dispatch(
         &self,
         len: usize,
-        encode: impl Fn(&mut BytesMut, u32),
+        encode: impl Fn(&mut BytesMut, u32, &Arc<Paths>),
     ) -> Result<Lease, Error> {
         dispatch::dispatch(&self.shared, len, encode).await
     }
 
     /// Replaces every worker with one running the code as it is now,
-    /// without dropping a request.
+    /// without dropping a request, and returns the paths they run from.
     ///
-    /// A trial worker boots first: if it fails (the new code is broken),
-    /// the running workers are left alone and keep serving, and the error
-    /// is returned. Then the workers are replaced one slot at a time: the
-    /// slot's supervisor boots the replacement while the old worker serves
-    /// on, hands the slot over, and retires the old worker after its
-    /// current request; the pool is never a worker short. A reload asked
-    /// for while one runs waits for it.
-    pub async fn reload(&self) -> Result<(), Error> {
+    /// The script, working directory and document root are resolved again
+    /// first: after a deploy that switched a symlink, the new workers run
+    /// the release it now points to. A trial worker boots from those
+    /// paths: if it fails (the new code is broken), the running workers
+    /// are left alone and keep serving, the pool's paths stay as they
+    /// were, and the error is returned. Then the workers are replaced one
+    /// slot at a time: the slot's supervisor boots the replacement (from
+    /// the new paths) while the old worker serves on, hands the slot over,
+    /// and retires the old worker after its current request; the pool is
+    /// never a worker short. A reload asked for while one runs waits for
+    /// it.
+    pub async fn reload(&self) -> Result<Arc<Paths>, Error> {
+        let _one_at_a_time = self.shared.reloading.lock().await;
+        let result = self.reload_now().await;
+        self.shared.reloads.fetch_add(1, Ordering::AcqRel);
+        self.shared.reloaded.notify_waiters();
+        result
+    }
+
+    /// How many reloads have finished (succeeded or failed), and a future
+    /// that completes when the next one does: for whoever follows what
+    /// the paths lead to (a file watcher). The future is registered when
+    /// this returns, so a reload that finishes after the count was read is
+    /// not missed.
+    pub fn reloads(&self) -> (u64, tokio::sync::futures::Notified<'_>) {
+        let next = self.shared.reloaded.notified();
+        (self.shared.reloads.load(Ordering::Acquire), next)
+    }
+
+    async fn reload_now(&self) -> Result<Arc<Paths>, Error> {
         let s = &self.shared;
-        let _one_at_a_time = s.reloading.lock().await;
         if s.stopping.load(Ordering::Acquire) {
             return Err(Error::unavailable("the pool is stopping"));
         }
-        let (trial, mut child) = crate::supervisor::boot(s, None).await?;
+        let resolved = Paths::resolve(&s.config)?;
+        let paths = match s.paths() {
+            same if *same == resolved => same,
+            _ => Arc::new(resolved),
+        };
+        let (trial, mut child) = crate::supervisor::boot(s, None, paths.clone()).await?;
         dispatch::stop_worker(&trial);
         if tokio::time::timeout(s.config.stop_timeout, child.wait())
             .await
@@ -341,6 +426,9 @@ impl Pool {
             let _ = child.wait().await;
         }
         drop(trial);
+        // Replacements booted from here on, by this reload or later, run
+        // from the new paths.
+        *lock(&s.paths) = paths.clone();
         for slot in &s.slots {
             let Some(old) = lock(slot).clone() else {
                 // Booting or failing to: it gets the new code anyway.
@@ -386,7 +474,7 @@ impl Pool {
                 let _ = tokio::time::timeout(Duration::from_millis(50), notified).await;
             }
         }
-        Ok(())
+        Ok(paths)
     }
 
     /// Kills every worker (and whatever it started) at once, for a server

@@ -1,6 +1,5 @@
 //! Starting a worker process and forwarding what it prints to the log.
 
-use std::collections::VecDeque;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::Stdio;
@@ -12,10 +11,14 @@ use tokio::process::Child;
 
 use crate::php::{worker_command, PhpInfo};
 use crate::worker::Channel;
-use crate::{Error, PoolConfig};
+use crate::{Error, Paths, PoolConfig};
 
-/// Lines kept from a worker's output, to explain a failed boot.
+/// Lines of a failed boot's output that its error quotes; any before them
+/// are logged on their own.
 const TAIL_LINES: usize = 20;
+/// Lines held while a worker boots. A boot that prints more has them
+/// logged as they come instead.
+const HOLD_LINES: usize = 200;
 /// Longer lines are cut; output floods must not grow memory.
 const MAX_LINE: usize = 16 * 1024;
 
@@ -25,40 +28,124 @@ pub(crate) struct Spawned {
     pub child: Child,
     pub pid: u32,
     pub channel: Channel,
-    pub tail: OutputTail,
+    pub output: Output,
     /// The tasks forwarding stdout and stderr; they end when the process does.
     pub forwarders: Vec<tokio::task::JoinHandle<()>>,
 }
 
-/// The last lines a worker printed on stdout and stderr.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct OutputTail(Arc<Mutex<VecDeque<String>>>);
+/// What a worker prints on stdout and stderr, on its way to the log.
+///
+/// While the worker boots, its lines are held: if it becomes ready they
+/// are logged, in order; if it fails, the boot error quotes them, so that
+/// a failed boot is one log record with its reason (a parse error is
+/// logged once, not once as a line and again in the error). After the
+/// boot, lines are logged as they come.
+///
+/// The CGI header block php-cgi prints before a script's first output
+/// (`Content-type: text/html`, `X-Powered-By`, `Status: 500`) is left out:
+/// it says nothing about the app. (The CLI SAPI prints none.)
+#[derive(Debug, Clone)]
+pub(crate) struct Output(Arc<Mutex<OutputState>>);
 
-impl OutputTail {
-    fn push(&self, line: String) {
-        let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if lines.len() == TAIL_LINES {
-            lines.pop_front();
-        }
-        lines.push_back(line);
+#[derive(Debug)]
+struct OutputState {
+    pid: u32,
+    /// Lines held while booting; `None` once they are logged as they come.
+    held: Option<Vec<(Stream, String)>>,
+    /// Whether stdout may still be in php-cgi's header block.
+    stdout_headers: bool,
+}
+
+impl Output {
+    /// `cgi`: the SAPI prints a CGI header block first.
+    fn new(pid: u32, cgi: bool) -> Output {
+        Output(Arc::new(Mutex::new(OutputState {
+            pid,
+            held: Some(Vec::new()),
+            stdout_headers: cgi,
+        })))
     }
 
-    /// The kept lines, oldest first, joined for an error message.
-    pub fn text(&self) -> String {
-        let lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        lines.iter().cloned().collect::<Vec<_>>().join("\n")
+    fn state(&self) -> std::sync::MutexGuard<'_, OutputState> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn line(&self, line: &[u8], stream: Stream) {
+        let line = String::from_utf8_lossy(line);
+        let line = line.trim_end_matches('\r');
+        let mut state = self.state();
+        if let Stream::Stdout = stream {
+            if state.stdout_headers {
+                if line.is_empty() {
+                    state.stdout_headers = false;
+                    return;
+                }
+                if is_cgi_header(line) {
+                    tracing::debug!(target: "hearth::worker", pid = state.pid, "CGI header left out: {line}");
+                    return;
+                }
+                state.stdout_headers = false;
+            }
+        }
+        if line.trim().is_empty() {
+            return;
+        }
+        let pid = state.pid;
+        match &mut state.held {
+            Some(held) if held.len() < HOLD_LINES => held.push((stream, line.to_owned())),
+            Some(_) => {
+                // A boot this talkative is logged as it goes.
+                for (stream, held) in state.held.take().into_iter().flatten() {
+                    log(&held, pid, stream);
+                }
+                log(line, pid, stream);
+            }
+            None => log(line, pid, stream),
+        }
+    }
+
+    /// The worker is ready: logs what it printed while booting, and from
+    /// now on each line as it comes.
+    pub fn release(&self) {
+        let mut state = self.state();
+        let pid = state.pid;
+        for (stream, line) in state.held.take().into_iter().flatten() {
+            log(&line, pid, stream);
+        }
+    }
+
+    /// The worker failed to boot: the last lines it printed, for the boot
+    /// error (oldest first). Earlier ones are logged now, so that none is
+    /// lost or logged twice; lines that come later are logged as they come.
+    pub fn take_for_error(&self) -> Vec<String> {
+        let mut state = self.state();
+        let pid = state.pid;
+        let mut held = state.held.take().unwrap_or_default();
+        let quoted = held.split_off(held.len().saturating_sub(TAIL_LINES));
+        for (stream, line) in held {
+            log(&line, pid, stream);
+        }
+        quoted.into_iter().map(|(_, line)| line).collect()
     }
 }
 
-/// Starts a worker. With `fifo` (a path in a private directory) it talks
+/// A line of a CGI header block: `Name: value`.
+fn is_cgi_header(line: &str) -> bool {
+    line.split_once(": ").is_some_and(|(name, _)| {
+        !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    })
+}
+
+/// Starts a worker running the app from `paths`. With `fifo` (a path in a private directory) it talks
 /// over pipes: requests on its stdin, responses on a FIFO it opens at that
 /// path; without, over one socketpair on its stdin.
 pub(crate) fn spawn(
     config: &PoolConfig,
     info: &PhpInfo,
+    paths: &Paths,
     fifo: Option<&Path>,
 ) -> Result<Spawned, Error> {
-    let mut cmd = worker_command(config, info);
+    let mut cmd = worker_command(config, info, paths);
     let channel = match fifo {
         Some(path) => {
             use rustix::fs::{mkfifoat, open, Mode, OFlags, CWD};
@@ -91,7 +178,7 @@ pub(crate) fn spawn(
         Error::boot(format!(
             "cannot start {} {}: {e}",
             config.php.display(),
-            config.script.display()
+            paths.script.display()
         ))
     })?;
     // The command still holds the child's end of the channel; close it so
@@ -101,29 +188,27 @@ pub(crate) fn spawn(
     if config.batch_scheduling {
         set_batch_scheduling(pid);
     }
-    let tail = OutputTail::default();
+    let output = Output::new(pid, info.supports_headers());
     let mut forwarders = Vec::with_capacity(2);
     if let Some(stdout) = child.stdout.take() {
         forwarders.push(tokio::spawn(forward(
             stdout,
-            pid,
             Stream::Stdout,
-            tail.clone(),
+            output.clone(),
         )));
     }
     if let Some(stderr) = child.stderr.take() {
         forwarders.push(tokio::spawn(forward(
             stderr,
-            pid,
             Stream::Stderr,
-            tail.clone(),
+            output.clone(),
         )));
     }
     Ok(Spawned {
         child,
         pid,
         channel,
-        tail,
+        output,
         forwarders,
     })
 }
@@ -156,11 +241,11 @@ enum Stream {
     Stderr,
 }
 
-/// Logs each line a worker prints, tagged with its pid, until the pipe closes.
+/// Passes each line a worker prints to `output`, until the pipe closes.
 ///
 /// Written by hand rather than with a lines codec because worker output need
 /// not be UTF-8 and a line without an end must still be cut at MAX_LINE.
-async fn forward(mut pipe: impl AsyncRead + Unpin, pid: u32, stream: Stream, tail: OutputTail) {
+async fn forward(mut pipe: impl AsyncRead + Unpin, stream: Stream, output: Output) {
     let mut buf = BytesMut::with_capacity(4096);
     loop {
         match pipe.read_buf(&mut buf).await {
@@ -169,25 +254,20 @@ async fn forward(mut pipe: impl AsyncRead + Unpin, pid: u32, stream: Stream, tai
         }
         while let Some(end) = buf.iter().position(|&b| b == b'\n') {
             let line = buf.split_to(end + 1);
-            emit(&line[..end], pid, stream, &tail);
+            output.line(&line[..end], stream);
         }
         if buf.len() >= MAX_LINE {
             let line = buf.split_to(MAX_LINE);
-            emit(&line, pid, stream, &tail);
+            output.line(&line, stream);
         }
     }
     if !buf.is_empty() {
-        emit(&buf, pid, stream, &tail);
+        output.line(&buf, stream);
     }
 }
 
-fn emit(line: &[u8], pid: u32, stream: Stream, tail: &OutputTail) {
-    let line = String::from_utf8_lossy(line);
-    let line = line.trim_end_matches('\r');
-    if line.trim().is_empty() {
-        return;
-    }
-    tail.push(line.to_owned());
+/// Logs a line a worker printed, tagged with its pid.
+fn log(line: &str, pid: u32, stream: Stream) {
     match stream {
         Stream::Stdout => {
             tracing::info!(target: "hearth::worker", pid, stream = "stdout", "{line}")
@@ -201,5 +281,61 @@ fn emit(line: &[u8], pid: u32, stream: Stream, tail: &OutputTail) {
                 tracing::info!(target: "hearth::worker", pid, stream = "stderr", "{line}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn php_cgi_header_lines_are_told_from_output() {
+        assert!(is_cgi_header("Content-type: text/html; charset=UTF-8"));
+        assert!(is_cgi_header("X-Powered-By: PHP/8.2.7"));
+        assert!(is_cgi_header("Status: 500 Internal Server Error"));
+        assert!(!is_cgi_header("hello"));
+        assert!(!is_cgi_header("PHP Parse error:  syntax error"));
+        assert!(!is_cgi_header(": nothing"));
+    }
+
+    #[test]
+    fn boot_output_is_held_then_quoted_without_the_header_block() {
+        let output = Output::new(1, true);
+        for line in [
+            "Status: 500 Internal Server Error",
+            "Content-type: text/html",
+            "",
+        ] {
+            output.line(line.as_bytes(), Stream::Stdout);
+        }
+        output.line(b"hello\r", Stream::Stdout);
+        output.line(b"Not-A-Header: after the block", Stream::Stdout);
+        output.line(b"PHP Parse error:  oops", Stream::Stderr);
+        assert_eq!(
+            output.take_for_error(),
+            [
+                "hello",
+                "Not-A-Header: after the block",
+                "PHP Parse error:  oops"
+            ]
+        );
+        // Once taken, nothing more is held.
+        output.line(b"late", Stream::Stderr);
+        assert!(output.take_for_error().is_empty());
+        // Under the CLI SAPI, there is no header block to leave out.
+        let cli = Output::new(1, false);
+        cli.line(b"note: printed by the script", Stream::Stdout);
+        assert_eq!(cli.take_for_error(), ["note: printed by the script"]);
+    }
+
+    #[test]
+    fn a_failed_boot_quotes_its_last_lines() {
+        let output = Output::new(1, false);
+        for i in 0..(TAIL_LINES + 5) {
+            output.line(format!("line {i}").as_bytes(), Stream::Stderr);
+        }
+        let quoted = output.take_for_error();
+        assert_eq!(quoted.len(), TAIL_LINES);
+        assert_eq!(quoted[0], "line 5");
     }
 }

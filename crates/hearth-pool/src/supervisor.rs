@@ -13,7 +13,7 @@ use crate::observe::RestartReason;
 use crate::pool::Shared;
 use crate::process::{self, Spawned};
 use crate::worker::{Retire, Worker, WorkerShared};
-use crate::Error;
+use crate::{Error, Paths};
 
 /// Keeps one slot's worker running: boots it, hands it to the pool, waits
 /// for it to exit, and boots the next, backing off while boots fail.
@@ -35,7 +35,7 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
             tracing::debug!(slot, "requests are waiting: starting an extra worker");
         }
         shared.started.fetch_add(1, Ordering::Relaxed);
-        match boot(&shared, Some(slot)).await {
+        match boot(&shared, Some(slot), shared.paths()).await {
             Ok((worker, child)) => {
                 let ws = worker.shared.clone();
                 let pid = ws.pid;
@@ -47,6 +47,8 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                         "worker booted again after {failures} failed attempt(s)"
                     );
                 }
+                shared.boot_failures[slot].store(0, Ordering::Release);
+                shared.booted.store(true, Ordering::Release);
                 *lock(&shared.slots[slot]) = Some(ws.clone());
                 *lock(&shared.ready) = Some(worker.ready.clone());
                 let mut worker = worker;
@@ -73,7 +75,7 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                         continue;
                     }
                     shared.started.fetch_add(1, Ordering::Relaxed);
-                    match boot(&shared, Some(slot)).await {
+                    match boot(&shared, Some(slot), shared.paths()).await {
                         Ok((mut next, next_child)) => {
                             let old = std::mem::replace(&mut ws, next.shared.clone());
                             let old_watch = std::mem::replace(
@@ -182,14 +184,19 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                 if !marked_failing {
                     shared.failing.fetch_add(1, Ordering::AcqRel);
                     marked_failing = true;
-                    shared.ready_notify.notify_waiters();
                 }
                 let delay = backoff(failures, shared.config.max_backoff);
-                tracing::error!(
-                    "worker failed to boot (attempt {failures}, next in {:.1}s): {e}",
-                    delay.as_secs_f64()
-                );
+                if shared.stopping.load(Ordering::Acquire) {
+                    tracing::debug!("worker boot ended by the shutdown: {e}");
+                } else {
+                    tracing::error!(
+                        "worker failed to boot (attempt {failures}, next in {:.1}s): {e}",
+                        delay.as_secs_f64()
+                    );
+                }
                 *lock(&shared.last_boot_error) = Some(e.to_string());
+                shared.boot_failures[slot].store(failures, Ordering::Release);
+                shared.ready_notify.notify_waiters();
                 pause(&shared, delay).await;
             }
         }
@@ -269,9 +276,14 @@ impl Drop for Booting<'_> {
     }
 }
 
-/// Starts a worker and waits for its handshake, or for it to exit. With a
-/// slot, status reports show the worker as booting in it meanwhile.
-pub(crate) async fn boot(shared: &Shared, slot: Option<usize>) -> Result<(Worker, Child), Error> {
+/// Starts a worker running the app from `paths` and waits for its
+/// handshake, or for it to exit. With a slot, status reports show the
+/// worker as booting in it meanwhile.
+pub(crate) async fn boot(
+    shared: &Shared,
+    slot: Option<usize>,
+    paths: Arc<Paths>,
+) -> Result<(Worker, Child), Error> {
     let config = &shared.config;
     let fifo = shared.next_fifo();
     // The FIFO's name is only needed until the worker has opened it, which
@@ -281,15 +293,16 @@ pub(crate) async fn boot(shared: &Shared, slot: Option<usize>) -> Result<(Worker
         mut child,
         pid,
         channel,
-        tail,
+        output,
         forwarders,
-    } = process::spawn(config, &shared.php, fifo.as_deref())?;
+    } = process::spawn(config, &shared.php, &paths, fifo.as_deref())?;
     let _booting = Booting(slot.map(|slot| {
         let mark = &shared.booting[slot];
         *lock(mark) = Some((pid, Instant::now()));
         mark
     }));
-    let mut worker = Worker::new(WorkerShared::new(pid, channel), config.max_payload);
+    let script = paths.script.clone();
+    let mut worker = Worker::new(WorkerShared::new(pid, channel, paths), config.max_payload);
     // Registered before the check, so a stop between the two is not missed.
     let stop = shared.stop.notified();
     tokio::pin!(stop);
@@ -306,6 +319,7 @@ pub(crate) async fn boot(shared: &Shared, slot: Option<usize>) -> Result<(Worker
                 Ok(ready) if ready.protocol == u32::from(hearth_proto::VERSION) => {
                     worker.ready = Arc::new(ready);
                     worker.started = Instant::now();
+                    output.release();
                     return Ok((worker, child));
                 }
                 Ok(ready) => format!(
@@ -328,27 +342,53 @@ pub(crate) async fn boot(shared: &Shared, slot: Option<usize>) -> Result<(Worker
         _ = child.wait() => String::new(),
         _ = &mut stop => "stopped while booting".to_owned(),
     };
-    if failure.is_empty() {
+    let exited = failure.is_empty();
+    let status = if exited {
         // The worker exited (or closed its end) before the handshake.
-        let status = child.wait().await;
-        for f in forwarders {
-            let _ = tokio::time::timeout(Duration::from_secs(1), f).await;
-        }
-        let output = tail.text();
-        return Err(Error::boot(format!(
-            "{} exited ({}) before its ready handshake{}{}",
-            config.script.display(),
-            describe(&status),
-            if output.is_empty() { "" } else { ":\n" },
-            output
-        )));
+        child.wait().await
+    } else {
+        let _ = child.start_kill();
+        child.wait().await
+    };
+    // What it printed, all of it: the pipes close when it is gone.
+    for f in forwarders {
+        let _ = tokio::time::timeout(Duration::from_secs(1), f).await;
     }
-    let _ = child.start_kill();
-    let _ = child.wait().await;
-    Err(Error::boot(format!(
-        "{}: {failure}",
-        config.script.display()
-    )))
+    let stopped = failure == "stopped while booting";
+    if stopped {
+        // Not a failure of the script: what it printed goes to the log.
+        output.release();
+        return Err(Error::boot(format!("{}: {failure}", script.display())));
+    }
+    let printed = output.take_for_error().join("\n");
+    let said = |text: &str| {
+        if printed.is_empty() {
+            format!("{text}; it printed nothing")
+        } else {
+            format!("{text}:\n{printed}")
+        }
+    };
+    Err(Error::boot(match &status {
+        Ok(status) if exited && status.success() => format!(
+            "{} exited without calling {}. {}{}",
+            script.display(),
+            config.entry_point,
+            config.entry_help,
+            if printed.is_empty() {
+                " It printed nothing.".to_owned()
+            } else if !printed.contains('\n') && printed.len() <= 200 {
+                format!(" It printed {printed:?}.")
+            } else {
+                format!("\nIt printed:\n{printed}")
+            }
+        ),
+        _ if exited => said(&format!(
+            "{} exited while booting ({})",
+            script.display(),
+            describe(&status)
+        )),
+        _ => said(&format!("{}: {failure}", script.display())),
+    }))
 }
 
 /// Waits for a worker to exit, ending it when asked to.

@@ -15,7 +15,7 @@ use tokio::io::Interest;
 use tokio::sync::{oneshot, Notify};
 
 use crate::observe::{Current, RestartReason};
-use crate::Error;
+use crate::{Error, Paths};
 
 /// What the supervisor of a worker should do when asked to end it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +42,8 @@ pub(crate) enum Retire {
 #[derive(Debug)]
 pub(crate) struct WorkerShared {
     pub pid: u32,
+    /// Where it runs the app from: fixed when it boots.
+    pub paths: Arc<Paths>,
     /// The channel. Reads belong to whoever holds the [`Worker`]; a queued
     /// request writes to it while the current one is still being read.
     pub channel: Channel,
@@ -118,9 +120,10 @@ pub(crate) enum Handover {
 }
 
 impl WorkerShared {
-    pub fn new(pid: u32, channel: Channel) -> Arc<WorkerShared> {
+    pub fn new(pid: u32, channel: Channel, paths: Arc<Paths>) -> Arc<WorkerShared> {
         Arc::new(WorkerShared {
             pid,
+            paths,
             channel,
             next_request_id: AtomicU32::new(0),
             link: Mutex::new(Link::default()),

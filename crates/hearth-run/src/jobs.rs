@@ -35,7 +35,7 @@ pub async fn run(
             started,
         );
     };
-    let encode = |buf: &mut bytes::BytesMut, id: u32| {
+    let encode = |buf: &mut bytes::BytesMut, id: u32, _: &std::sync::Arc<hearth_pool::Paths>| {
         let at = begin_frame(buf, Kind::Call, 0, id);
         fields::put(buf, "function", function.as_bytes());
         fields::put(buf, "args", args.as_bytes());

@@ -20,17 +20,22 @@ const FILES: &[(&str, &str)] = &[
     php_file!("php/src/Worker.php"),
     php_file!("php/src/Psr7Worker.php"),
     php_file!("php/src/TaskRunner.php"),
-    php_file!("php/src/TaskRunnerProcess.php"),
     php_file!("php/src/TaskRunnerException.php"),
     php_file!("php/src/JobError.php"),
+    php_file!("php/src/Internal/Baseline.php"),
     php_file!("php/src/Internal/Channel.php"),
+    php_file!("php/src/Internal/FailureReport.php"),
     php_file!("php/src/Internal/Frame.php"),
     php_file!("php/src/Internal/Globals.php"),
+    php_file!("php/src/Internal/IniQuantity.php"),
     php_file!("php/src/Internal/InputStream.php"),
     php_file!("php/src/Internal/JobRuntime.php"),
+    php_file!("php/src/Internal/Log.php"),
     php_file!("php/src/Internal/ProtocolError.php"),
     php_file!("php/src/Internal/Request.php"),
+    php_file!("php/src/Internal/ResponseHead.php"),
     php_file!("php/src/Internal/Runtime.php"),
+    php_file!("php/src/Internal/TaskRunnerProcess.php"),
     php_file!("php/src/Internal/Uploads.php"),
     ("demo/worker.php", include_str!("../assets/demo-worker.php")),
 ];
@@ -114,4 +119,36 @@ fn ensure_private_dir(dir: &Path) -> io::Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FILES;
+    use std::fs;
+    use std::path::Path;
+
+    /// Every file of the PHP library is built in: one left out of FILES
+    /// would be missing from `hearth run` and the demo, and found only
+    /// when a worker needs its class.
+    #[test]
+    fn every_library_file_is_built_in() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut todo = vec![root.join("php/src")];
+        let mut missing = Vec::new();
+        while let Some(dir) = todo.pop() {
+            for entry in fs::read_dir(&dir).expect("read php/src") {
+                let path = entry.expect("entry").path();
+                if path.is_dir() {
+                    todo.push(path);
+                } else if path.extension().is_some_and(|e| e == "php") {
+                    let relative = path.strip_prefix(&root).expect("under the root");
+                    let relative = relative.to_string_lossy();
+                    if !FILES.iter().any(|(built_in, _)| *built_in == relative) {
+                        missing.push(relative.into_owned());
+                    }
+                }
+            }
+        }
+        assert!(missing.is_empty(), "not in assets::FILES: {missing:?}");
+    }
 }

@@ -187,10 +187,14 @@ async fn connection(stream: UnixStream, state: Arc<ControlState>) {
         Some("reload") => {
             tracing::info!("reload asked for over the control socket: reloading the workers");
             match state.pool.reload().await {
-                Ok(()) => {
-                    tracing::info!("reload done: every worker runs the current code");
+                Ok(paths) => {
+                    tracing::info!("reload done: every worker runs {}", paths.script.display());
                     (
-                        json!({"ok": true, "message": "reloaded: every worker runs the current code"}),
+                        json!({
+                            "ok": true,
+                            "message": format!("reloaded: every worker runs {}", paths.script.display()),
+                            "script": paths.script,
+                        }),
                         false,
                     )
                 }
@@ -262,6 +266,7 @@ pub fn status(state: &ControlState) -> Value {
         "version": env!("CARGO_PKG_VERSION"),
         "pid": std::process::id(),
         "listen": state.listen.to_string(),
+        "script": pool.paths().script,
         "uptime": state.started.elapsed().as_secs_f64(),
         "stopping": state.stopping.load(Ordering::Acquire) || pool.is_stopping(),
         "pool": {

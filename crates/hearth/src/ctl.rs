@@ -148,6 +148,9 @@ fn table(status: &Value) -> String {
             ""
         },
     );
+    if let Some(script) = status["script"].as_str() {
+        let _ = writeln!(out, "script: {script}");
+    }
     let reasons: Vec<String> = pool["restarts_by_reason"]
         .as_object()
         .map(|m| {

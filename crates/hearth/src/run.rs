@@ -289,6 +289,12 @@ fn job_pool(
     pool.cwd = Some(std::env::current_dir().context("the current directory")?);
     pool.boot_hint =
         "the bootstrap file has not returned: does it wait for a service or for input?".to_owned();
+    pool.entry_point = "the job loop".to_owned();
+    pool.entry_help = format!(
+        "The bootstrap file {} ended the process (exit?): it must return, so that jobs can call \
+         its functions.",
+        bootstrap.display()
+    );
     Ok((pool, dir))
 }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use hearth_http::{Script, ServeConfig};
+use hearth_http::ServeConfig;
 use hearth_pool::{Pool, PoolConfig};
 use tokio::net::TcpListener;
 
@@ -181,8 +181,9 @@ struct Setup {
     /// A copy of the built-in files for workers running as `--user`; kept
     /// (and removed at exit) with the setup.
     _private_assets: Option<tempfile::TempDir>,
-    /// Where `--watch` looks for changed PHP files.
-    watch: Option<PathBuf>,
+    /// With `--watch`: the directory given with `--watch-dir`, if one was
+    /// (see [`reloader`]).
+    watch: Option<Option<PathBuf>>,
     /// Control socket, admin listener, access log.
     observe: crate::observe::ObserveSetup,
 }
@@ -203,18 +204,26 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
         Some(script) => (script, false),
         None => (assets::extract_demo()?, true),
     };
-    let script = std::fs::canonicalize(&script)
+    // Kept as given (made absolute): the pool resolves symlinks at start
+    // and again at every reload, so that a deploy that switches a
+    // `current` link is picked up by the next reload.
+    let script = std::path::absolute(&script)
         .with_context(|| format!("worker script {}", script.display()))?;
-    if !script.is_file() {
+    let real = std::fs::canonicalize(&script)
+        .with_context(|| format!("worker script {}", script.display()))?;
+    if !real.is_file() {
         bail!("worker script {} is not a file", script.display());
     }
     let watch = match (args.watch, args.watch_dir) {
         (false, _) => None,
-        (true, None) => script.parent().map(Path::to_path_buf),
-        (true, Some(dir)) => Some(
+        (true, None) => Some(None),
+        (true, Some(dir)) => {
+            let dir = std::path::absolute(&dir)
+                .with_context(|| format!("--watch-dir {}", dir.display()))?;
             std::fs::canonicalize(&dir)
-                .with_context(|| format!("--watch-dir {}", dir.display()))?,
-        ),
+                .with_context(|| format!("--watch-dir {}", dir.display()))?;
+            Some(Some(dir))
+        }
     };
     let listen = match (args.listen, file.listen) {
         (Some(addr), _) => addr,
@@ -284,20 +293,20 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
         .map(|(k, v)| (OsString::from(k), OsString::from(v)))
         .collect();
 
-    let root = match args.root.or(file.root) {
+    // As the script: resolved by the pool, at start and at every reload.
+    pool.document_root = match args.root.or(file.root) {
         Some(root) => {
             let real = std::fs::canonicalize(&root)
                 .with_context(|| format!("document root {}", root.display()))?;
             if !real.is_dir() {
                 bail!("document root {} is not a directory", root.display());
             }
-            Some(real)
+            Some(std::path::absolute(&root)?)
         }
         None => None,
     };
-    let mut http = ServeConfig::new(script_info(&script, root.as_deref()));
+    let mut http = ServeConfig::new();
     http.compression = !args.no_compression && file.compression.unwrap_or(true);
-    http.root = root;
     http.trusted_proxies = args.trusted_proxies.clone();
     for text in &file.trusted_proxies {
         http.trusted_proxies.push(
@@ -379,28 +388,6 @@ fn resolve(args: ServeArgs) -> anyhow::Result<Setup> {
     })
 }
 
-/// The script as a front controller, as nginx's
-/// `try_files $uri /index.php$is_args$args` presents it: `DOCUMENT_ROOT` is
-/// the document root (without one, the script's directory), and
-/// `SCRIPT_NAME` the script's path under it. A script outside the document
-/// root (a worker script next to `public/`) keeps its real
-/// `SCRIPT_FILENAME` and is named `/` and its file name, so that frameworks
-/// that compare the two find the same base name.
-fn script_info(script: &Path, document_root: Option<&Path>) -> Script {
-    let root = document_root.unwrap_or(script.parent().unwrap_or(Path::new("/")));
-    let name = match script.strip_prefix(root) {
-        Ok(relative) => relative.to_string_lossy().into_owned(),
-        Err(_) => script
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
-    };
-    Script {
-        filename: script.to_string_lossy().into_owned(),
-        name: format!("/{name}"),
-        document_root: root.to_string_lossy().into_owned(),
-    }
-}
-
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     let setup = resolve(args)?;
     let runtime = if setup.threads == 1 {
@@ -426,12 +413,18 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
     let pool = Pool::start(setup.pool.clone()).await?;
     let php = pool.php();
     tracing::info!(
-        "hearth {} serving {} on {}://{addr} with {} ({} {}, {})",
+        "hearth {} starting {} on {}://{addr} with {} ({} {}, {})",
         env!("CARGO_PKG_VERSION"),
         if setup.demo {
             "the built-in demo".to_owned()
-        } else {
+        } else if pool.paths().script == setup.pool.script {
             setup.pool.script.display().to_string()
+        } else {
+            format!(
+                "{} ({})",
+                setup.pool.script.display(),
+                pool.paths().script.display()
+            )
         },
         if setup.http.tls.is_some() {
             "https"
@@ -464,18 +457,33 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         }
     };
     tokio::spawn(reloader(pool.clone(), setup.watch.clone()));
-    let ready = pool.clone();
-    let workers = setup.pool.min_workers.min(setup.pool.workers);
+    tokio::spawn(report_readiness(
+        pool.clone(),
+        setup.pool.min_workers.min(setup.pool.workers),
+    ));
+    // A script that cannot boot at start ends `hearth serve` with the
+    // reason, instead of leaving a server that answers 503 forever. Once a
+    // worker has booted, failures are retried with a backoff instead.
+    let (gave_up_tx, gave_up) = tokio::sync::oneshot::channel();
+    let starting = pool.clone();
     tokio::spawn(async move {
-        if ready.wait_ready(Duration::from_secs(3600)).await {
-            tracing::info!("{} ready", plural(workers, "worker"));
+        if let Err(e) = starting.wait_started(START_ATTEMPTS).await {
+            let _ = gave_up_tx.send(e);
         }
     });
+    let failed_start = std::sync::Arc::new(std::sync::Mutex::new(None));
 
     let stopping = observing.stopping.clone();
     let (pool_for_signals, observing_stop) = (pool.clone(), observing.stop.clone());
+    let failure = failed_start.clone();
     let shutdown = async move {
-        shutdown_signal(pool_for_signals, observing_stop).await;
+        tokio::select! {
+            () = shutdown_signal(pool_for_signals, observing_stop) => {}
+            Ok(e) = gave_up => {
+                tracing::error!("stopping: the worker script cannot boot");
+                *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+            }
+        }
         stopping.store(true, std::sync::atomic::Ordering::Release);
     };
     hearth_http::serve(
@@ -492,7 +500,51 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
     tracing::info!("stopped");
     // Removes the control socket.
     drop(observing);
-    Ok(())
+    let failure = failed_start
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    match failure {
+        Some(e) => Err(e.into()),
+        None => Ok(()),
+    }
+}
+
+/// At start, how many boots in a row may fail in every slot before
+/// `hearth serve` gives up. A script that fails this often before any
+/// worker ever booted (a syntax error, a missing `Worker::serve()` call, a
+/// missing extension) fails every time; a restart by the service manager
+/// covers what may pass (a database not up yet).
+const START_ATTEMPTS: u32 = 3;
+
+/// Logs how many of the workers wanted are ready: once all are (`2 of 2
+/// workers ready`), and whenever some fail to boot (`0 of 2 workers
+/// ready; 2 failing to boot`) until all are again. A worker replaced
+/// without trouble logs nothing here.
+async fn report_readiness(pool: Pool, wanted: usize) {
+    let mut said = None;
+    loop {
+        let changed = pool.changed();
+        if pool.is_stopping() {
+            return;
+        }
+        let status = pool.status();
+        let now = (status.live.min(wanted), status.failing);
+        if said != Some(now) {
+            let (ready, failing) = now;
+            if failing > 0 {
+                tracing::warn!(
+                    "{ready} of {} ready; {failing} failing to boot",
+                    plural(wanted, "worker")
+                );
+                said = Some(now);
+            } else if ready == wanted {
+                tracing::info!("{ready} of {} ready", plural(wanted, "worker"));
+                said = Some(now);
+            }
+        }
+        changed.await;
+    }
 }
 
 fn plural(n: usize, word: &str) -> String {
@@ -533,7 +585,12 @@ fn worker_user(spec: Option<&str>) -> anyhow::Result<Option<hearth_pool::WorkerU
 /// Reloads the workers on SIGHUP and, with `--watch`, when a PHP file
 /// under the watched directory changes. Triggers that arrive together
 /// (an editor saving several files) make one reload.
-async fn reloader(pool: Pool, watch: Option<PathBuf>) {
+///
+/// The watched directory is the one the script (or `--watch-dir`) leads
+/// to now: after any reload, also one asked for over the control socket,
+/// the watcher moves to where a switched symlink points. Switching such a
+/// symlink is itself a change that reloads.
+async fn reloader(pool: Pool, watch: Option<Option<PathBuf>>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(8);
     match signal(SignalKind::hangup()) {
@@ -547,46 +604,133 @@ async fn reloader(pool: Pool, watch: Option<PathBuf>) {
         }
         Err(e) => tracing::warn!("cannot listen for SIGHUP, reloads need a restart: {e}"),
     }
-    // Kept alive as long as the reloader runs.
-    let _watcher = watch.and_then(|dir| match watch_php_files(&dir, tx.clone()) {
-        Ok(watcher) => {
-            tracing::info!("watching {} for changed PHP files", dir.display());
-            Some(watcher)
-        }
-        Err(e) => {
-            tracing::error!("cannot watch {}: {e}", dir.display());
-            None
-        }
+    let mut watching = watch.map(|dir| Watching {
+        dir,
+        targets: None,
+        _watcher: None,
     });
-    drop(tx);
-    while let Some(why) = rx.recv().await {
+    if let Some(w) = &mut watching {
+        w.follow(&pool, &tx);
+    }
+    let (mut seen, _) = pool.reloads();
+    loop {
+        let (count, reloaded) = pool.reloads();
+        if count != seen {
+            seen = count;
+            if let Some(w) = &mut watching {
+                w.follow(&pool, &tx);
+            }
+        }
+        let why = tokio::select! {
+            why = rx.recv() => why,
+            () = reloaded => continue,
+        };
+        let Some(why) = why else { break };
         tokio::time::sleep(Duration::from_millis(200)).await;
         while rx.try_recv().is_ok() {}
         tracing::info!("{why}: reloading the workers");
         match pool.reload().await {
-            Ok(()) => tracing::info!("reload done: every worker runs the current code"),
+            Ok(paths) => {
+                tracing::info!("reload done: every worker runs {}", paths.script.display())
+            }
             Err(e) => tracing::error!("reload failed, the old workers keep serving: {e}"),
         }
     }
 }
 
-/// Sends a message on `tx` when a `.php` file under `dir` is written,
-/// created, renamed or removed.
+/// `--watch`: what is watched, and the watcher, replaced when a reload
+/// finds that the paths lead somewhere else.
+struct Watching {
+    /// `--watch-dir` as given; none: the script's directory.
+    dir: Option<PathBuf>,
+    targets: Option<WatchTargets>,
+    _watcher: Option<notify::RecommendedWatcher>,
+}
+
+/// Where changes reload the workers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct WatchTargets {
+    /// The real directory watched for changed PHP files, recursively.
+    dir: PathBuf,
+    /// Symlinks on the way to it (a `current` link to a release): a change
+    /// to one of them (a deploy switching it) reloads too.
+    links: Vec<PathBuf>,
+}
+
+impl Watching {
+    /// Watches what the paths lead to now, if that changed.
+    fn follow(&mut self, pool: &Pool, tx: &tokio::sync::mpsc::Sender<String>) {
+        let given = match &self.dir {
+            Some(dir) => dir.clone(),
+            None => pool
+                .config()
+                .script
+                .parent()
+                .map_or_else(|| PathBuf::from("/"), Path::to_path_buf),
+        };
+        let dir = std::fs::canonicalize(&given).unwrap_or_else(|_| {
+            pool.paths()
+                .script
+                .parent()
+                .unwrap_or(Path::new("/"))
+                .into()
+        });
+        // The script itself may be a link too.
+        let through = match &self.dir {
+            Some(dir) => dir.clone(),
+            None => pool.config().script.clone(),
+        };
+        let targets = WatchTargets {
+            dir,
+            links: symlinks_on(&through),
+        };
+        if self.targets.as_ref() == Some(&targets) {
+            return;
+        }
+        self._watcher = None;
+        match watch_php_files(&targets, tx.clone()) {
+            Ok(watcher) => {
+                tracing::info!("watching {} for changed PHP files", targets.dir.display());
+                self._watcher = Some(watcher);
+            }
+            Err(e) => tracing::error!("cannot watch {}: {e}", targets.dir.display()),
+        }
+        self.targets = Some(targets);
+    }
+}
+
+/// The symlinks among `path` and its ancestors.
+fn symlinks_on(path: &Path) -> Vec<PathBuf> {
+    path.ancestors()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+/// Sends a message on `tx` when a `.php` file under the target directory
+/// is written, created, renamed or removed, or when one of the target
+/// links is replaced.
 fn watch_php_files(
-    dir: &Path,
+    targets: &WatchTargets,
     tx: tokio::sync::mpsc::Sender<String>,
 ) -> notify::Result<notify::RecommendedWatcher> {
     use notify::{EventKind, RecursiveMode, Watcher as _};
-    let root = dir.to_path_buf();
+    let root = targets.dir.clone();
+    let links = targets.links.clone();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         let Ok(event) = event else { return };
         if matches!(event.kind, EventKind::Access(_) | EventKind::Other) {
             return;
         }
+        if let Some(link) = event.paths.iter().find(|p| links.contains(p)) {
+            let _ = tx.try_send(format!("{} switched", link.display()));
+            return;
+        }
         // Hidden files and directories (.git, editors' swap files) under
         // the watched directory do not count.
         let changed = event.paths.iter().find(|p| {
-            p.extension().is_some_and(|e| e == "php")
+            p.starts_with(&root)
+                && p.extension().is_some_and(|e| e == "php")
                 && !p
                     .strip_prefix(&root)
                     .unwrap_or(p)
@@ -597,7 +741,19 @@ fn watch_php_files(
             let _ = tx.try_send(format!("{} changed", path.display()));
         }
     })?;
-    watcher.watch(dir, RecursiveMode::Recursive)?;
+    watcher.watch(&targets.dir, RecursiveMode::Recursive)?;
+    // A link's directory, watched for the link alone; one already under
+    // the recursive watch needs nothing more.
+    let mut parents: Vec<&Path> = targets
+        .links
+        .iter()
+        .filter_map(|link| link.parent())
+        .filter(|parent| !parent.starts_with(&targets.dir))
+        .collect();
+    parents.dedup();
+    for parent in parents {
+        watcher.watch(parent, RecursiveMode::NonRecursive)?;
+    }
     Ok(watcher)
 }
 

@@ -24,6 +24,9 @@ final class Channel
 {
     private const READ_SIZE = 65536;
 
+    /** How Hearth tells a worker where its channel is (docs/protocol.md). */
+    private const ENVIRONMENT = ['HEARTH_PROTOCOL', 'HEARTH_MAX_PAYLOAD', 'HEARTH_RESPONSES'];
+
     /** @var resource */
     private $in;
     /** @var resource */
@@ -34,7 +37,7 @@ final class Channel
      * @param resource $in  stream to read requests from
      * @param resource $out stream to write responses to (may be $in)
      */
-    private function __construct($in, $out, private readonly int $maxPayload)
+    private function __construct($in, $out, public readonly int $maxPayload)
     {
         foreach ([$in, $out] as $stream) {
             stream_set_read_buffer($stream, 0);
@@ -49,10 +52,14 @@ final class Channel
     }
 
     /**
-     * Opens the channel Hearth set up for this process.
+     * Opens the channel Hearth set up for this process, with the payload
+     * limit Hearth gave (HEARTH_MAX_PAYLOAD): at most 64 MiB, the
+     * protocol's hard cap, and 16 MiB when it gave none.
      */
-    public static function fromEnvironment(int $maxPayload): self
+    public static function fromEnvironment(): self
     {
+        $maxPayload = (int) getenv('HEARTH_MAX_PAYLOAD');
+        $maxPayload = $maxPayload > 0 ? min($maxPayload, 67108864) : 16777216;
         $responses = (string) getenv('HEARTH_RESPONSES');
         $in = fopen('php://stdin', $responses === '' ? 'r+' : 'r');
         if ($in === false) {
@@ -67,6 +74,18 @@ final class Channel
             throw new \RuntimeException("cannot open the Hearth response pipe {$responses}: {$error}");
         }
         return new self($in, $out, $maxPayload);
+    }
+
+    /**
+     * Removes the variables that told this worker where its channel is:
+     * the app has no use for them, and the FIFO's path is better unknown
+     * once it is open.
+     */
+    public static function hideEnvironment(): void
+    {
+        foreach (self::ENVIRONMENT as $name) {
+            putenv($name);
+        }
     }
 
     /**

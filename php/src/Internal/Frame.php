@@ -15,6 +15,12 @@ final class Frame
     public const VERSION = 1;
     public const HEADER_LEN = 12;
 
+    /** The library's version, sent in READY. */
+    public const LIBRARY_VERSION = '0.1.0';
+
+    /** Output larger than this goes in several BODY frames (one echo can be huge). */
+    private const BODY_MAX = 4194304;
+
     public const READY = 1;
     public const REQUEST = 2;
     public const BODY = 3;
@@ -121,6 +127,37 @@ final class Frame
             $out .= pack('n', strlen((string) $key)) . $key . pack('N', strlen($value)) . $value;
         }
         return $out;
+    }
+
+    /** BODY frames carrying $body, none larger than BODY_MAX. */
+    public static function bodies(int $requestId, string $body): string
+    {
+        $length = strlen($body);
+        if ($length <= self::BODY_MAX) {
+            return self::encode(self::BODY, $requestId, $body);
+        }
+        $out = '';
+        for ($at = 0; $at < $length; $at += self::BODY_MAX) {
+            $out .= self::encode(self::BODY, $requestId, substr($body, $at, self::BODY_MAX));
+        }
+        return $out;
+    }
+
+    /**
+     * The READY frame a worker sends once booted: who it is, and $settings
+     * (the PHP settings an HTTP worker reports).
+     *
+     * @param array<string, string|int|float|bool> $settings
+     */
+    public static function ready(array $settings = []): string
+    {
+        return self::encode(self::READY, 0, self::fields([
+            'protocol' => self::VERSION,
+            'pid' => getmypid(),
+            'php_version' => PHP_VERSION,
+            'sapi' => PHP_SAPI,
+            'library' => self::LIBRARY_VERSION,
+        ] + $settings));
     }
 
     /**

@@ -22,6 +22,13 @@ namespace Hearth\Internal;
  * keep the built-in wrapper untouched, whose php://input is then empty as
  * it should be.
  *
+ * Streams opened through a user wrapper are not quite the built-in ones:
+ * stream_get_meta_data() says "user-space" and gives the mode as the
+ * caller wrote it, so nyholm/psr7 takes a php://temp opened "rw+" for
+ * read-only. PSR-7 workers read the body from the request's stream, not
+ * from php://input, so Psr7Worker leaves the scheme alone
+ * (leaveBuiltInWrapper()) and builds that stream from body().
+ *
  * @internal
  */
 final class InputStream
@@ -33,6 +40,8 @@ final class InputStream
     private static int $filePosition = 0;
     private static int $size = 0;
     private static bool $installed = false;
+    /** Whether install() takes over the "php" scheme (not for PSR-7 workers). */
+    private static bool $takeOver = true;
 
     /** @var resource|null */
     public $context;
@@ -55,18 +64,54 @@ final class InputStream
                 // while it waited behind another request.
                 $error = error_get_last()['message'] ?? 'unknown error';
                 error_clear_last();
-                Runtime::log("cannot open the request body file {$file}, php://input is empty: {$error}");
+                Log::write("cannot open the request body file {$file}, php://input is empty: {$error}");
             } else {
                 self::$file = $handle;
                 self::$filePosition = 0;
                 self::$size = (int) (fstat($handle)['size'] ?? 0);
             }
         }
-        if (!self::$installed) {
+        if (self::$takeOver && !self::$installed) {
             stream_wrapper_unregister('php');
             stream_wrapper_register('php', self::class);
             self::$installed = true;
         }
+    }
+
+    /**
+     * From now on, requests leave the built-in "php" wrapper in place:
+     * php://input is empty and the body is read from body().
+     */
+    public static function leaveBuiltInWrapper(): void
+    {
+        self::uninstall();
+        self::$takeOver = false;
+    }
+
+    /**
+     * The body of the current request as a built-in stream at its start: the
+     * spooled file itself, or a php://temp holding the body. Null without a
+     * body. Valid until the request ends.
+     *
+     * @return resource|null
+     */
+    public static function body()
+    {
+        if (self::$file !== null) {
+            rewind(self::$file);
+            self::$filePosition = 0;
+            return self::$file;
+        }
+        if (self::$body === '') {
+            return null;
+        }
+        $stream = fopen('php://temp', 'w+b');
+        if ($stream === false) {
+            return null;
+        }
+        fwrite($stream, self::$body);
+        rewind($stream);
+        return $stream;
     }
 
     /** The whole body, for parsing a form (which PHP too reads whole). */

@@ -22,14 +22,11 @@ final class JobRuntime
     private const JSON = JSON_THROW_ON_ERROR | JSON_UNESCAPED_SLASHES | JSON_UNESCAPED_UNICODE
         | JSON_PRESERVE_ZERO_FRACTION;
 
-    private const FATAL_ERRORS = E_ERROR | E_PARSE | E_CORE_ERROR | E_COMPILE_ERROR
-        | E_USER_ERROR | E_RECOVERABLE_ERROR;
-
     private bool $inJob = false;
     private int $jobId = 0;
     private int $baseLevel = 0;
 
-    private function __construct(private readonly Channel $channel, private readonly int $maxPayload)
+    private function __construct(private readonly Channel $channel)
     {
     }
 
@@ -39,18 +36,15 @@ final class JobRuntime
      */
     public static function main(): void
     {
-        $max = (int) getenv('HEARTH_MAX_PAYLOAD');
-        // 64 MiB is the protocol's hard cap whatever Hearth asks for.
-        $max = $max > 0 ? min($max, 67108864) : 16777216;
-        self::run(Channel::fromEnvironment($max), $max);
+        self::run(Channel::fromEnvironment());
     }
 
     /**
      * Serves jobs until Hearth says stop. Call it after the app's bootstrap.
      */
-    public static function run(Channel $channel, int $maxPayload = 16777216): void
+    public static function run(Channel $channel): void
     {
-        $runtime = new self($channel, $maxPayload);
+        $runtime = new self($channel);
         $runtime->boot();
         try {
             while (($request = $channel->receive()) !== null) {
@@ -60,26 +54,18 @@ final class JobRuntime
                 $runtime->handle($request);
             }
         } catch (ProtocolError $e) {
-            Runtime::log('protocol error on the Hearth channel, exiting: ' . $e->getMessage());
+            Log::write('protocol error on the Hearth channel, exiting: ' . $e->getMessage());
         }
     }
 
     private function boot(): void
     {
-        Runtime::logStartupOutput('output of the bootstrap: ');
+        Log::startupOutput('output of the bootstrap: ');
         ob_start();
         $this->baseLevel = ob_get_level();
         register_shutdown_function($this->onShutdown(...));
-        putenv('HEARTH_PROTOCOL');
-        putenv('HEARTH_MAX_PAYLOAD');
-        putenv('HEARTH_RESPONSES');
-        $this->channel->send(Frame::encode(Frame::READY, 0, Frame::fields([
-            'protocol' => Frame::VERSION,
-            'pid' => getmypid(),
-            'php_version' => PHP_VERSION,
-            'sapi' => PHP_SAPI,
-            'library' => Runtime::LIBRARY_VERSION,
-        ])));
+        Channel::hideEnvironment();
+        $this->channel->send(Frame::ready());
     }
 
     private function handle(Request $request): void
@@ -109,7 +95,7 @@ final class JobRuntime
                 );
             }
         } catch (\Throwable $e) {
-            $json = self::failure(self::describe($e));
+            $json = self::failure(FailureReport::describe($e, self::traceOfJob($e)));
         }
         $this->inJob = false;
         $this->send($json, 0);
@@ -130,7 +116,7 @@ final class JobRuntime
         }
         // One frame carries the result: what does not fit in Hearth's
         // payload limit is cut (the output) or refused (the value).
-        $room = $this->maxPayload - 64;
+        $room = $this->channel->maxPayload - 64;
         if (strlen($json) > $room) {
             $json = self::failure([
                 'class' => \LengthException::class,
@@ -163,9 +149,8 @@ final class JobRuntime
             return;
         }
         $this->inJob = false;
-        @ini_set('memory_limit', '-1');
-        $error = error_get_last();
-        if ($error !== null && ($error['type'] & self::FATAL_ERRORS)) {
+        $error = FailureReport::fatalAtShutdown();
+        if ($error !== null) {
             $failure = [
                 'class' => 'fatal error',
                 'message' => $error['message'],
@@ -187,23 +172,8 @@ final class JobRuntime
         try {
             $this->send(self::failure($failure), Frame::FLAG_CLOSE);
         } catch (\Throwable $e) {
-            Runtime::log('could not report the job\'s end while shutting down: ' . $e->getMessage());
+            Log::write('could not report the job\'s end while shutting down: ' . $e->getMessage());
         }
-    }
-
-    /**
-     * @return array{class:string,message:string,code:int|string,file:string,line:int,trace:string}
-     */
-    private static function describe(\Throwable $e): array
-    {
-        return [
-            'class' => $e::class,
-            'message' => $e->getMessage(),
-            'code' => $e->getCode(),
-            'file' => $e->getFile(),
-            'line' => $e->getLine(),
-            'trace' => self::traceOfJob($e),
-        ];
     }
 
     /**

@@ -11,49 +11,18 @@ namespace Hearth\Internal;
  * fills the superglobals, captures output, runs the handler, collects
  * status, headers and body, writes the session, and then puts back what the
  * request changed (headers, output buffers, ini settings, timezone) so the
- * next client starts clean.
+ * next client starts clean. ResponseHead makes the status and header lines,
+ * Baseline keeps what each request starts from, and FailureReport reports
+ * uncaught exceptions and fatal errors.
  *
  * @internal
  */
 final class Runtime
 {
-    public const LIBRARY_VERSION = '0.1.0';
-
     /** Output beyond this many bytes is streamed instead of buffered. */
     private const OUTPUT_CHUNK = 1048576;
 
-    /** Larger bodies are sent in several BODY frames (one echo can be huge). */
-    private const FRAME_BODY = 4194304;
-
-    private const FATAL_ERRORS = E_ERROR | E_PARSE | E_CORE_ERROR | E_COMPILE_ERROR
-        | E_USER_ERROR | E_RECOVERABLE_ERROR;
-
     private const UNSERIALIZE = ['allowed_classes' => false];
-
-    /**
-     * Settings apps change at runtime (ini_set(), error_reporting(),
-     * session_name(), set_include_path()...). They are compared with their
-     * boot values after every request. ini_get_all() would cover everything
-     * but costs ~11 µs a call (it sorts all ~240 entries each time), more
-     * than the rest of a request's bookkeeping, so the full comparison runs
-     * every FULL_INI_CHECK requests and logs what it finds outside this list.
-     */
-    private const WATCHED_INI = [
-        'display_errors', 'display_startup_errors', 'error_reporting', 'html_errors', 'log_errors',
-        'error_log', 'default_charset', 'default_mimetype', 'date.timezone', 'memory_limit',
-        'precision', 'serialize_precision', 'include_path', 'user_agent',
-        'default_socket_timeout', 'auto_detect_line_endings', 'arg_separator.output',
-        'url_rewriter.tags', 'ignore_user_abort', 'zend.assertions', 'assert.active', 'assert.exception',
-        'mbstring.language', 'mbstring.internal_encoding', 'mbstring.substitute_character',
-        'pcre.backtrack_limit', 'pcre.recursion_limit', 'session.name', 'session.save_handler',
-        'session.save_path', 'session.serialize_handler', 'session.use_cookies', 'session.use_only_cookies',
-        'session.use_strict_mode', 'session.cookie_lifetime', 'session.cookie_path', 'session.cookie_domain',
-        'session.cookie_secure', 'session.cookie_httponly', 'session.cookie_samesite',
-        'session.cache_limiter', 'session.cache_expire', 'session.gc_maxlifetime', 'session.use_trans_sid',
-        'session.sid_length', 'session.sid_bits_per_character', 'session.lazy_write',
-    ];
-
-    private const FULL_INI_CHECK = 64;
 
     private static ?self $current = null;
 
@@ -67,25 +36,19 @@ final class Runtime
     private bool $bufferLost = false;
     /** This worker exits after the current response. */
     private bool $closeAfter = false;
-    private int $baseLevel = 0;
     /** @var array{0:int,1:list<string>}|null status and header lines set through the PSR-7 bridge */
     private ?array $explicitHead = null;
     private bool $sessionsUsed = false;
     private ?string $presetSessionId = null;
     private string $sessionName = 'PHPSESSID';
+    private ResponseHead $head;
 
     /** @var array<string, string> */
     private array $env;
-    /** @var array<string, string|null> every setting at boot */
-    private array $ini;
-    /** @var array<string, string|false> the watched settings at boot */
-    private array $watched = [];
-    private int $requests = 0;
-    private string $timezone;
+    private Baseline $baseline;
+    /** The baseline's time limit, which begin() renews. */
     private int $timeLimit;
-    private float $timeLimitSetAt = 0.0;
     private string $requestOrder;
-    private bool $exposePhp;
     private bool $parsePost;
     private int $postMaxSize;
     private string $method = '';
@@ -116,58 +79,33 @@ final class Runtime
                 }
             }
         } catch (ProtocolError $e) {
-            self::log('protocol error on the Hearth channel, exiting: ' . $e->getMessage());
+            Log::write('protocol error on the Hearth channel, exiting: ' . $e->getMessage());
         } finally {
             self::$current = null;
-            // php-cgi prints the response headers of its one CGI request at
-            // exit; with none left and no default type that is a blank line.
-            header_remove();
-            ini_set('default_mimetype', '');
+            ResponseHead::clearForExit();
         }
     }
 
     private function boot(): void
     {
-        self::logStartupOutput('output before Worker::serve(): ');
+        Log::startupOutput('output before Worker::serve(): ');
         ob_start($this->onOutput(...), self::OUTPUT_CHUNK);
-        $this->baseLevel = ob_get_level();
         register_shutdown_function($this->onShutdown(...));
+        $this->baseline = new Baseline(ob_get_level());
+        $this->timeLimit = $this->baseline->timeLimit;
 
-        // max_execution_time applies to each request, as under php-fpm
-        // (renewTimeLimit()); between requests the worker is not limited.
-        $this->timeLimit = (int) ini_get('max_execution_time');
-        set_time_limit(0);
-        $this->exposePhp = (bool) ini_get('expose_php');
-        $this->resetHeaders();
-
-        $env = getenv();
-        unset($env['HEARTH_PROTOCOL'], $env['HEARTH_MAX_PAYLOAD'], $env['HEARTH_RESPONSES']);
-        $this->env = $env;
-        putenv('HEARTH_PROTOCOL');
-        putenv('HEARTH_MAX_PAYLOAD');
-        putenv('HEARTH_RESPONSES');
-
-        $this->ini = ini_get_all(null, false);
-        unset($this->ini['max_execution_time']);
-        foreach (self::WATCHED_INI as $name) {
-            if (array_key_exists($name, $this->ini)) {
-                $this->watched[$name] = ini_get($name);
-            }
-        }
-        $this->timezone = date_default_timezone_get();
+        Channel::hideEnvironment();
+        $this->env = getenv();
         $order = (string) ini_get('request_order');
         $this->requestOrder = $order !== '' ? $order : (string) ini_get('variables_order');
         $this->parsePost = (bool) ini_get('enable_post_data_reading');
-        $this->postMaxSize = self::bytes((string) ini_get('post_max_size'));
+        $this->postMaxSize = IniQuantity::bytes((string) ini_get('post_max_size'));
         $this->sessionName = session_name() ?: 'PHPSESSID';
+        $this->head = new ResponseHead((bool) ini_get('expose_php'), $this->sessionName);
+        $this->head->reset();
         $tmpDir = ini_get('upload_tmp_dir') ?: sys_get_temp_dir();
 
-        $this->channel->send(Frame::encode(Frame::READY, 0, Frame::fields([
-            'protocol' => Frame::VERSION,
-            'pid' => getmypid(),
-            'php_version' => PHP_VERSION,
-            'sapi' => PHP_SAPI,
-            'library' => self::LIBRARY_VERSION,
+        $this->channel->send(Frame::ready([
             'post_max_size' => (string) ini_get('post_max_size'),
             'upload_max_filesize' => (string) ini_get('upload_max_filesize'),
             'max_file_uploads' => (string) ini_get('max_file_uploads'),
@@ -175,7 +113,7 @@ final class Runtime
             'enable_post_data_reading' => $this->parsePost,
             'upload_tmp_dir' => $tmpDir,
             'body_files' => InputStream::canRead($tmpDir),
-        ])));
+        ]));
     }
 
     private function handle(callable $handler, Request $request): void
@@ -309,17 +247,10 @@ final class Runtime
 
     private function sendResponse(int $flags): void
     {
-        // Buffers the app left open are flushed into ours, as PHP does at
-        // the end of a request.
-        while (ob_get_level() > $this->baseLevel) {
-            $status = ob_get_status();
-            if (!(($status['flags'] ?? 0) & PHP_OUTPUT_HANDLER_REMOVABLE) || !ob_end_flush()) {
-                // A buffer that stays would leak into the next request.
-                $this->closeAfter = true;
-                if (!($flags & Frame::FLAG_DETACHED)) {
-                    $flags |= Frame::FLAG_CLOSE;
-                }
-                break;
+        if (!$this->baseline->flushAppBuffers()) {
+            $this->closeAfter = true;
+            if (!($flags & Frame::FLAG_DETACHED)) {
+                $flags |= Frame::FLAG_CLOSE;
             }
         }
         if (!($flags & Frame::FLAG_DETACHED)) {
@@ -334,7 +265,7 @@ final class Runtime
         }
         $out = $this->headSent ? '' : $this->headFrame();
         if ($body !== '') {
-            $out .= $this->bodyFrames($body);
+            $out .= Frame::bodies($this->requestId, $body);
         }
         $out .= Frame::encode(Frame::END, $this->requestId, '', $flags);
         $this->responseDone = true;
@@ -345,90 +276,19 @@ final class Runtime
     private function closeSession(): void
     {
         if (session_status() === PHP_SESSION_ACTIVE) {
-            $this->sessionsUsed = true;
             session_write_close();
         }
-    }
-
-    /** BODY frames carrying $body, none larger than FRAME_BODY. */
-    private function bodyFrames(string $body): string
-    {
-        $length = strlen($body);
-        if ($length <= self::FRAME_BODY) {
-            return Frame::encode(Frame::BODY, $this->requestId, $body);
+        // A session closed early (session_write_close(), read_and_close)
+        // leaves its id set too: the next request must not start with it.
+        if (session_id() !== '') {
+            $this->sessionsUsed = true;
         }
-        $out = '';
-        for ($at = 0; $at < $length; $at += self::FRAME_BODY) {
-            $out .= Frame::encode(Frame::BODY, $this->requestId, substr($body, $at, self::FRAME_BODY));
-        }
-        return $out;
     }
 
     private function headFrame(int $flags = 0): string
     {
-        if ($this->explicitHead !== null) {
-            [$status, $lines] = $this->explicitHead;
-            $lines = $this->asHeaderWould($lines);
-        } else {
-            $status = (int) http_response_code();
-            $lines = headers_list();
-            if ($this->presetSessionId !== null && session_id() === $this->presetSessionId) {
-                $lines = $this->withoutEchoedSessionCookie($lines);
-            }
-        }
-        if (!self::hasContentType($lines)) {
-            $default = self::defaultContentType();
-            if ($default !== '') {
-                $lines[] = $default;
-            }
-        }
-        return Frame::encode(Frame::HEAD, $this->requestId, Frame::head($status, $lines), $flags);
-    }
-
-    /**
-     * Header lines given directly (PSR-7) as header() would have stored
-     * them: text/* content types get the default charset, and X-Powered-By
-     * is there when expose_php is on. The same script then answers the same
-     * under php-fpm, where the PSR-7 emitter calls header().
-     *
-     * @param list<string> $lines
-     * @return list<string>
-     */
-    private function asHeaderWould(array $lines): array
-    {
-        $charset = (string) ini_get('default_charset');
-        foreach ($lines as $i => $line) {
-            if ($charset !== '' && strncasecmp($line, 'content-type:', 13) === 0) {
-                $type = ltrim(substr($line, 13), ' ');
-                if (str_starts_with($type, 'text/') && !str_contains($type, 'charset=')) {
-                    $lines[$i] = 'Content-type: ' . $type . ';charset=' . $charset;
-                }
-            }
-        }
-        if ($this->exposePhp) {
-            array_unshift($lines, 'X-Powered-By: PHP/' . PHP_VERSION);
-        }
-        return $lines;
-    }
-
-    /**
-     * The session id came from the client's cookie; PHP would not send that
-     * cookie back, and the Set-Cookie that session_id() caused must go.
-     *
-     * @param list<string> $lines
-     * @return list<string>
-     */
-    private function withoutEchoedSessionCookie(array $lines): array
-    {
-        $prefix = 'Set-Cookie: ' . urlencode($this->sessionName) . '='
-            . urlencode((string) $this->presetSessionId) . ';';
-        foreach ($lines as $i => $line) {
-            if (str_starts_with($line, $prefix)) {
-                unset($lines[$i]);
-                return array_values($lines);
-            }
-        }
-        return $lines;
+        $payload = $this->head->payload($this->explicitHead, $this->presetSessionId);
+        return Frame::encode(Frame::HEAD, $this->requestId, $payload, $flags);
     }
 
     /**
@@ -439,10 +299,10 @@ final class Runtime
     {
         if ($phase & PHP_OUTPUT_HANDLER_FINAL && $this->inRequest) {
             $this->bufferLost = true;
-            self::log(sprintf(
+            Log::write(sprintf(
                 'the app removed the output buffer Hearth captures responses with (ob_end_*() at level %d); '
                 . 'output after this point is lost and the worker will be replaced (%s %s)',
-                $this->baseLevel,
+                $this->baseline->outputLevel,
                 $this->method,
                 $this->uri,
             ));
@@ -452,47 +312,27 @@ final class Runtime
         }
         if (!$this->inRequest || $this->responseDone) {
             if (!$this->inRequest) {
-                self::log('output between requests: ' . rtrim($buffer));
+                Log::write('output between requests: ' . rtrim($buffer));
             }
             return '';
         }
         $out = $this->headSent ? '' : $this->headFrame(Frame::FLAG_STREAM);
         $this->headSent = true;
-        $this->channel->send($out . $this->bodyFrames($buffer));
+        $this->channel->send($out . Frame::bodies($this->requestId, $buffer));
         return '';
     }
 
     private function uncaught(\Throwable $e): void
     {
-        $handler = set_exception_handler(null);
-        set_exception_handler($handler);
-        if ($handler !== null) {
-            try {
-                $handler($e);
-                return;
-            } catch (\Throwable $again) {
-                $e = $again;
-            }
+        $e = FailureReport::offerToHandler($e);
+        if ($e === null) {
+            return;
         }
-        $this->reportFailure([
-            'kind' => 'exception',
-            'class' => get_class($e),
-            'message' => $e->getMessage(),
-            'code' => (int) $e->getCode(),
-            'file' => $e->getFile(),
-            'line' => $e->getLine(),
-            'trace' => $e->getTraceAsString(),
-        ]);
+        FailureReport::send($this->channel, $this->requestId, $e, $this->method, $this->uri);
         if (!$this->headSent) {
             http_response_code(500);
         }
-        if (ini_get('display_errors')) {
-            echo self::displayUncaught($e);
-        }
-        $logFile = (string) ini_get('error_log');
-        if ($logFile !== '' && ini_get('log_errors')) {
-            error_log('PHP Fatal error:  ' . self::uncaughtText($e));
-        }
+        FailureReport::showAsPhpWould($e);
     }
 
     private function onShutdown(): void
@@ -502,18 +342,9 @@ final class Runtime
         }
         // exit or a fatal error in the handler: PHP is shutting down, so
         // answer this request and let Hearth start a new worker.
-        @ini_set('memory_limit', '-1');
-        $error = error_get_last();
-        if ($error !== null && ($error['type'] & self::FATAL_ERRORS)) {
-            $this->reportFailure([
-                'kind' => 'fatal',
-                'class' => self::errorName($error['type']),
-                'message' => $error['message'],
-                'code' => 0,
-                'file' => $error['file'],
-                'line' => $error['line'],
-                'trace' => '',
-            ]);
+        $error = FailureReport::fatalAtShutdown();
+        if ($error !== null) {
+            FailureReport::send($this->channel, $this->requestId, $error, $this->method, $this->uri);
             if (!$this->headSent && http_response_code() === 200) {
                 http_response_code(500);
             }
@@ -522,114 +353,30 @@ final class Runtime
         try {
             $this->finish(Frame::FLAG_CLOSE);
         } catch (\Throwable $e) {
-            self::log('could not deliver the response while shutting down: ' . $e->getMessage());
+            Log::write('could not deliver the response while shutting down: ' . $e->getMessage());
         }
-        header_remove();
-        ini_set('default_mimetype', '');
-    }
-
-    /**
-     * Sends an error report for the log (see docs/protocol.md).
-     *
-     * @param array{kind:string,class:string,message:string,code:int,file:string,line:int,trace:string} $failure
-     */
-    private function reportFailure(array $failure): void
-    {
-        $failure['method'] = $this->method;
-        $failure['uri'] = $this->uri;
-        try {
-            $this->channel->send(Frame::encode(Frame::ERROR, $this->requestId, Frame::fields($failure)));
-        } catch (\Throwable) {
-            // Hearth is gone; the log line below is all that is left.
-            self::log(sprintf(
-                '%s: %s in %s:%d',
-                $failure['class'],
-                $failure['message'],
-                $failure['file'],
-                $failure['line'],
-            ));
-        }
+        ResponseHead::clearForExit();
     }
 
     /** Puts back what the request changed, so the next one starts clean. */
     private function reset(): void
     {
-        while (ob_get_level() > $this->baseLevel && @ob_end_clean()) {
-        }
-        if (ob_get_level() < $this->baseLevel || $this->bufferLost) {
+        if (!$this->baseline->discardAppBuffers() || $this->bufferLost) {
             $this->closeAfter = true;
         }
-        $this->resetHeaders();
-        if ((int) ini_get('max_execution_time') !== $this->timeLimit) {
-            // The app changed its own limit (set_time_limit()); put it back.
-            set_time_limit($this->timeLimit);
-            $this->timeLimitSetAt = hrtime(true) / 1e9;
-        }
+        $this->head->reset();
         if (InputStream::isInstalled()) {
             InputStream::uninstall();
         }
         Uploads::clear();
         $_SESSION = [];
-
-        $this->restoreIni();
-        if (date_default_timezone_get() !== $this->timezone) {
-            date_default_timezone_set($this->timezone);
-        }
-        error_clear_last();
+        $this->baseline->restore();
     }
 
-    /** No headers but the ones PHP starts every request with. */
-    private function resetHeaders(): void
-    {
-        header_remove();
-        http_response_code(200);
-        if ($this->exposePhp) {
-            header('X-Powered-By: PHP/' . PHP_VERSION);
-        }
-    }
-
-    private function restoreIni(): void
-    {
-        foreach ($this->watched as $name => $value) {
-            if (ini_get($name) !== $value) {
-                @ini_set($name, (string) $value);
-            }
-        }
-        if (++$this->requests % self::FULL_INI_CHECK !== 0) {
-            return;
-        }
-        foreach (ini_get_all(null, false) as $name => $value) {
-            $boot = array_key_exists($name, $this->ini) ? $this->ini[$name] : $value;
-            if ($boot !== $value && !isset($this->watched[$name])) {
-                self::log(sprintf(
-                    'the app changed %s from %s to %s at runtime; restored '
-                    . '(settings outside the watched list are checked every %d requests)',
-                    $name,
-                    var_export($boot, true),
-                    var_export($value, true),
-                    self::FULL_INI_CHECK,
-                ));
-                @ini_set($name, (string) $boot);
-            }
-        }
-    }
-
-    /**
-     * Gives the request max_execution_time, as php-fpm does.
-     *
-     * set_time_limit() is a setitimer() system call. The timer counts CPU
-     * time, which never exceeds wall time, so while less than 1% of the
-     * limit has passed on the wall clock since the last renewal the current
-     * request still has at least 99% of its time; only then is the call
-     * skipped. Under load that saves a system call on nearly every request.
-     */
+    /** begin() renews the time limit through this. */
     private function renewTimeLimit(): void
     {
-        $now = hrtime(true) / 1e9;
-        if ($now - $this->timeLimitSetAt > $this->timeLimit * 0.01) {
-            set_time_limit($this->timeLimit);
-            $this->timeLimitSetAt = $now;
-        }
+        $this->baseline->renewTimeLimit();
     }
 
     public function requestClose(): void
@@ -647,33 +394,10 @@ final class Runtime
         $this->explicitHead = [$status, $lines];
     }
 
-    /**
-     * Empties the startup buffer (Hearth starts PHP with output_buffering=1)
-     * into the log: what the app printed while booting belongs there.
-     */
-    public static function logStartupOutput(string $prefix): void
+    /** begin() logs through this. */
+    private static function log(string $message): void
     {
-        $stray = '';
-        while (ob_get_level() > 0) {
-            $status = ob_get_status();
-            if (($status['flags'] ?? 0) & PHP_OUTPUT_HANDLER_REMOVABLE) {
-                $stray .= (string) ob_get_clean();
-            } else {
-                break;
-            }
-        }
-        if ($stray !== '') {
-            self::log($prefix . rtrim($stray));
-        }
-    }
-
-    public static function log(string $message): void
-    {
-        static $stderr = null;
-        $stderr ??= fopen('php://stderr', 'w');
-        if ($stderr !== false) {
-            fwrite($stderr, 'hearth: ' . str_replace("\n", "\n  ", $message) . "\n");
-        }
+        Log::write($message);
     }
 
     /**
@@ -697,31 +421,6 @@ final class Runtime
         return [];
     }
 
-    /** @param list<string> $lines */
-    private static function hasContentType(array $lines): bool
-    {
-        foreach ($lines as $line) {
-            if (strncasecmp($line, 'content-type:', 13) === 0) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    /** The Content-Type PHP adds when the app sets none. */
-    private static function defaultContentType(): string
-    {
-        $type = (string) ini_get('default_mimetype');
-        $charset = (string) ini_get('default_charset');
-        if ($type === '') {
-            return '';
-        }
-        if ($charset !== '' && str_starts_with($type, 'text/')) {
-            $type .= '; charset=' . $charset;
-        }
-        return 'Content-type: ' . $type;
-    }
-
     private static function isUrlEncoded(string $contentType): bool
     {
         return self::mediaType($contentType) === 'application/x-www-form-urlencoded';
@@ -736,56 +435,5 @@ final class Runtime
     {
         $semicolon = strpos($contentType, ';');
         return strtolower(trim($semicolon === false ? $contentType : substr($contentType, 0, $semicolon)));
-    }
-
-    /** Bytes in an ini quantity such as "8M"; 0 means no limit. */
-    public static function bytes(string $value): int
-    {
-        if (function_exists('ini_parse_quantity')) {
-            // PHP 8.2+: exactly how PHP reads its own settings (hex, octal...).
-            return @ini_parse_quantity($value);
-        }
-        $value = trim($value);
-        if ($value === '') {
-            return 0;
-        }
-        $number = intval($value, 0);
-        return match (strtolower(substr($value, -1))) {
-            'k' => $number * 1024,
-            'm' => $number * 1048576,
-            'g' => $number * 1073741824,
-            default => $number,
-        };
-    }
-
-    private static function uncaughtText(\Throwable $e): string
-    {
-        return sprintf("Uncaught %s\n  thrown in %s on line %d", (string) $e, $e->getFile(), $e->getLine());
-    }
-
-    private static function displayUncaught(\Throwable $e): string
-    {
-        if (ini_get('html_errors')) {
-            return sprintf(
-                "<br />\n<b>Fatal error</b>:  Uncaught %s\n  thrown in <b>%s</b> on line <b>%d</b><br />\n",
-                htmlspecialchars((string) $e, ENT_QUOTES | ENT_SUBSTITUTE),
-                htmlspecialchars($e->getFile(), ENT_QUOTES | ENT_SUBSTITUTE),
-                $e->getLine(),
-            );
-        }
-        return "PHP Fatal error:  " . self::uncaughtText($e) . "\n";
-    }
-
-    private static function errorName(int $type): string
-    {
-        return match ($type) {
-            E_ERROR => 'E_ERROR',
-            E_PARSE => 'E_PARSE',
-            E_CORE_ERROR => 'E_CORE_ERROR',
-            E_COMPILE_ERROR => 'E_COMPILE_ERROR',
-            E_USER_ERROR => 'E_USER_ERROR',
-            E_RECOVERABLE_ERROR => 'E_RECOVERABLE_ERROR',
-            default => 'E_' . $type,
-        };
     }
 }

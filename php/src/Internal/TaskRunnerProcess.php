@@ -2,7 +2,9 @@
 
 declare(strict_types=1);
 
-namespace Hearth;
+namespace Hearth\Internal;
+
+use Hearth\TaskRunnerException;
 
 /**
  * One `hearth run` process for TaskRunner: writes the task lines to its

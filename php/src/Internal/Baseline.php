@@ -1,0 +1,165 @@
+<?php
+
+declare(strict_types=1);
+
+namespace Hearth\Internal;
+
+/**
+ * What every request starts from: the settings, timezone and time limit
+ * the worker had once the app booted, and the output buffer the runtime
+ * captures responses with. After each request, what the app changed is put
+ * back, as php-fpm starts every request from php.ini.
+ *
+ * @internal
+ */
+final class Baseline
+{
+    /**
+     * Settings apps change at runtime (ini_set(), error_reporting(),
+     * session_name(), set_include_path()...). They are compared with their
+     * boot values after every request. ini_get_all() would cover everything
+     * but costs ~11 µs a call (it sorts all ~240 entries each time), more
+     * than the rest of a request's bookkeeping, so the full comparison runs
+     * every FULL_INI_CHECK requests and logs what it finds outside this list.
+     */
+    private const WATCHED_INI = [
+        'display_errors', 'display_startup_errors', 'error_reporting', 'html_errors', 'log_errors',
+        'error_log', 'default_charset', 'default_mimetype', 'date.timezone', 'memory_limit',
+        'precision', 'serialize_precision', 'include_path', 'user_agent',
+        'default_socket_timeout', 'auto_detect_line_endings', 'arg_separator.output',
+        'url_rewriter.tags', 'ignore_user_abort', 'zend.assertions', 'assert.active', 'assert.exception',
+        'mbstring.language', 'mbstring.internal_encoding', 'mbstring.substitute_character',
+        'pcre.backtrack_limit', 'pcre.recursion_limit', 'session.name', 'session.save_handler',
+        'session.save_path', 'session.serialize_handler', 'session.use_cookies', 'session.use_only_cookies',
+        'session.use_strict_mode', 'session.cookie_lifetime', 'session.cookie_path', 'session.cookie_domain',
+        'session.cookie_secure', 'session.cookie_httponly', 'session.cookie_samesite',
+        'session.cache_limiter', 'session.cache_expire', 'session.gc_maxlifetime', 'session.use_trans_sid',
+        'session.sid_length', 'session.sid_bits_per_character', 'session.lazy_write',
+    ];
+
+    private const FULL_INI_CHECK = 64;
+
+    /** max_execution_time, given to each request (0: no limit). */
+    public readonly int $timeLimit;
+    private float $timeLimitSetAt = 0.0;
+    /** @var array<string, string|null> every setting at boot */
+    private readonly array $ini;
+    /** @var array<string, string|false> the watched settings at boot */
+    private readonly array $watched;
+    private readonly string $timezone;
+    private int $requests = 0;
+
+    /**
+     * Takes the baseline once the app has booted. max_execution_time
+     * applies to each request, as under php-fpm (renewTimeLimit()); between
+     * requests the worker is not limited.
+     *
+     * @param int $outputLevel the level of the runtime's own output buffer
+     */
+    public function __construct(public readonly int $outputLevel)
+    {
+        $this->timeLimit = (int) ini_get('max_execution_time');
+        set_time_limit(0);
+        $ini = ini_get_all(null, false);
+        unset($ini['max_execution_time']);
+        $this->ini = $ini;
+        $watched = [];
+        foreach (self::WATCHED_INI as $name) {
+            if (array_key_exists($name, $ini)) {
+                $watched[$name] = ini_get($name);
+            }
+        }
+        $this->watched = $watched;
+        $this->timezone = date_default_timezone_get();
+    }
+
+    /**
+     * Gives the request max_execution_time, as php-fpm does.
+     *
+     * set_time_limit() is a setitimer() system call. The timer counts CPU
+     * time, which never exceeds wall time, so while less than 1% of the
+     * limit has passed on the wall clock since the last renewal the current
+     * request still has at least 99% of its time; only then is the call
+     * skipped. Under load that saves a system call on nearly every request.
+     */
+    public function renewTimeLimit(): void
+    {
+        $now = hrtime(true) / 1e9;
+        if ($now - $this->timeLimitSetAt > $this->timeLimit * 0.01) {
+            set_time_limit($this->timeLimit);
+            $this->timeLimitSetAt = $now;
+        }
+    }
+
+    /**
+     * Flushes the buffers the app left open into the runtime's, as PHP
+     * does at the end of a request.
+     *
+     * @return bool false when one could not be removed: it would leak
+     *              into the next request
+     */
+    public function flushAppBuffers(): bool
+    {
+        while (ob_get_level() > $this->outputLevel) {
+            $status = ob_get_status();
+            if (!(($status['flags'] ?? 0) & PHP_OUTPUT_HANDLER_REMOVABLE) || !ob_end_flush()) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /**
+     * Discards what is left of the app's buffers.
+     *
+     * @return bool false when the runtime's own buffer is gone: the worker
+     *              cannot capture another response
+     */
+    public function discardAppBuffers(): bool
+    {
+        while (ob_get_level() > $this->outputLevel && @ob_end_clean()) {
+        }
+        return ob_get_level() >= $this->outputLevel;
+    }
+
+    /** Puts back the time limit, the settings and the timezone. */
+    public function restore(): void
+    {
+        if ((int) ini_get('max_execution_time') !== $this->timeLimit) {
+            // The app changed its own limit (set_time_limit()); put it back.
+            set_time_limit($this->timeLimit);
+            $this->timeLimitSetAt = hrtime(true) / 1e9;
+        }
+        $this->restoreIni();
+        if (date_default_timezone_get() !== $this->timezone) {
+            date_default_timezone_set($this->timezone);
+        }
+        error_clear_last();
+    }
+
+    private function restoreIni(): void
+    {
+        foreach ($this->watched as $name => $value) {
+            if (ini_get($name) !== $value) {
+                @ini_set($name, (string) $value);
+            }
+        }
+        if (++$this->requests % self::FULL_INI_CHECK !== 0) {
+            return;
+        }
+        foreach (ini_get_all(null, false) as $name => $value) {
+            $boot = array_key_exists($name, $this->ini) ? $this->ini[$name] : $value;
+            if ($boot !== $value && !isset($this->watched[$name])) {
+                Log::write(sprintf(
+                    'the app changed %s from %s to %s at runtime; restored '
+                    . '(settings outside the watched list are checked every %d requests)',
+                    $name,
+                    var_export($boot, true),
+                    var_export($value, true),
+                    self::FULL_INI_CHECK,
+                ));
+                @ini_set($name, (string) $boot);
+            }
+        }
+    }
+}
