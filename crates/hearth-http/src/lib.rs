@@ -7,23 +7,55 @@
 //! pool, and the worker's response is sent back: whole when the app
 //! produced it at once, streamed when the app flushed along the way.
 //!
-//! With a document root, GET and HEAD requests for files under it are
-//! answered from disk first (`static_files`), and compressible responses
-//! are gzip- or brotli-encoded for clients that accept it (`compress`).
+//! Where the app lives (the worker script, the document root) is the
+//! pool's to say, resolved again at every reload: a request's `SCRIPT_*`
+//! and `DOCUMENT_ROOT` are those of the release its worker runs. With a
+//! document root, GET and HEAD requests for files under it are answered
+//! from disk first (`static_files`), and compressible responses are gzip-
+//! or brotli-encoded for clients that accept it (`compress`).
+//!
+//! # Modules
+//!
+//! From the accept loop down; each imports only modules below it.
+//!
+//! - `server`: the accept loop, HTTP/1.1 connections, and the handler
+//!   that wires a request to a static file or a worker.
+//! - `h2`: HTTP/2 connections, closed when idle or on shutdown.
+//! - `protocol`: what a new connection speaks (TLS, ALPN, h2c preface).
+//! - `request`: a request as a worker receives it: body, `$_SERVER` (with
+//!   the script of the worker's release), frames.
+//! - `body`: request bodies read whole: spooled, or parsed as multipart forms.
+//! - `static_files`: files from the document root, served as nginx would.
+//! - `compress`: gzip and brotli for clients that accept them.
+//! - `response`: the worker's response frames turned into an HTTP response.
+//! - `config`: [`ServeConfig`], the settings and their defaults.
+//! - `observe`: a response body wrapper that records each request.
+//! - `admin`: `/metrics`, `/healthz` and `/readyz` on an address of their own.
+//! - `metrics`: Prometheus counters and histograms, and the pool's state.
+//! - `access_log`: one line per request, written by a thread of its own.
+//! - `cgi`: the `$_SERVER` variables, as nginx and php-fpm would set them.
+//! - `guard`: the HTTP/1.1 socket as hyper sees it: strict framing, timeouts.
+//! - `fuzzing`: the framer opened to the fuzz target (feature `fuzzing`).
+//! - `framing`: where each HTTP/1.1 request begins and ends, without I/O.
+//! - `target`: the request target as nginx takes it.
+//! - `tls`: the certificate and the rustls settings.
 
 mod access_log;
 pub mod admin;
 mod body;
 mod cgi;
 mod compress;
+mod config;
 mod framing;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod guard;
+mod h2;
 mod metrics;
 mod observe;
 mod protocol;
+mod request;
 mod response;
 mod server;
 mod static_files;
@@ -32,8 +64,86 @@ mod tls;
 
 pub use access_log::{AccessLog, AccessLogFormat};
 pub use cgi::{parse_trusted_proxy, Script};
+pub use config::ServeConfig;
 pub use metrics::Metrics;
 pub use observe::{Observed, Observer};
 pub use response::{ReaderBody, ResponseBody, StreamError};
-pub use server::{serve, ServeConfig};
+pub use server::serve;
 pub use tls::{TlsConfig, TlsError};
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// The module map in the crate doc is in order: a module imports only
+    /// modules listed below it, so no two modules depend on each other.
+    #[test]
+    fn modules_import_only_modules_below_them_in_the_map() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let lib = std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs");
+        let map: Vec<&str> = lib
+            .lines()
+            .filter_map(|l| l.strip_prefix("//! - `"))
+            .filter_map(|l| l.split('`').next())
+            .collect();
+        let mut files = BTreeSet::new();
+        for entry in std::fs::read_dir(&src).expect("src") {
+            let name = entry.expect("entry").file_name();
+            let name = name.to_str().expect("file name");
+            if let Some(module) = name.strip_suffix(".rs").filter(|m| *m != "lib") {
+                files.insert(module.to_owned());
+            }
+        }
+        let listed: BTreeSet<String> = map.iter().map(|m| m.to_string()).collect();
+        assert_eq!(listed, files, "the module map lists every module once");
+        for (at, module) in map.iter().enumerate() {
+            let text = std::fs::read_to_string(src.join(format!("{module}.rs"))).expect("module");
+            let code: String = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .collect::<Vec<_>>()
+                .join("\n");
+            for used in imported_modules(&code) {
+                if let Some(to) = map.iter().position(|m| *m == used) {
+                    assert!(to >= at, "{module} imports {used}, listed above it");
+                }
+            }
+        }
+    }
+
+    /// The first path segment after each `crate::`, inside braces too.
+    fn imported_modules(code: &str) -> Vec<String> {
+        let ident = |s: &str| -> String {
+            s.trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect()
+        };
+        let mut found = Vec::new();
+        for (i, _) in code.match_indices("crate::") {
+            let rest = &code[i + "crate::".len()..];
+            let Some(list) = rest.strip_prefix('{') else {
+                found.push(ident(rest));
+                continue;
+            };
+            // Top-level items of the brace list.
+            let (mut depth, mut start) = (0usize, 0);
+            for (j, c) in list.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        found.push(ident(&list[start..j]));
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        found.push(ident(&list[start..j]));
+                        start = j + 1;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        found
+    }
+}

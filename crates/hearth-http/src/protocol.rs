@@ -10,7 +10,6 @@
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -21,7 +20,6 @@ use tokio::time::Instant;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::guard::Shared;
 use crate::tls::ALPN_H2;
 
 /// The first bytes an HTTP/2 client sends (RFC 9113, 3.4).
@@ -156,27 +154,6 @@ async fn refuse_plain(mut stream: TcpStream) {
         match tokio::time::timeout_at(deadline, stream.read(&mut scratch)).await {
             Ok(Ok(n)) if n > 0 => drained += n,
             _ => return,
-        }
-    }
-}
-
-/// Completes once an HTTP/2 connection has had no request in flight for
-/// `limit` (give or take a quarter of it): the caller then closes it
-/// gracefully (GOAWAY), as nginx's `keepalive_timeout` does. hyper's
-/// HTTP/2 server has no idle timeout of its own.
-pub(crate) async fn idle(shared: Arc<Shared>, limit: Duration) {
-    let tick = (limit / 4).max(Duration::from_millis(10));
-    let mut seen = shared.activity();
-    let mut since = Instant::now();
-    loop {
-        tokio::time::sleep(tick).await;
-        let now = shared.activity();
-        let (calls, done) = now;
-        if now != seen || calls > done {
-            seen = now;
-            since = Instant::now();
-        } else if since.elapsed() >= limit {
-            return;
         }
     }
 }

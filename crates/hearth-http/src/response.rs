@@ -25,8 +25,6 @@ pub enum ResponseBody {
     /// Read chunk by chunk from a file or through a compressor, so large
     /// files never sit in memory whole.
     Reader(ReaderBody),
-    /// Another body, counted and recorded for metrics and the access log.
-    Observed(Box<crate::observe::Observed>),
 }
 
 /// A body read from an [`AsyncRead`](tokio::io::AsyncRead) (a static file,
@@ -100,13 +98,11 @@ impl Body for ResponseBody {
                     })
                 })
             }
-            ResponseBody::Observed(observed) => observed.poll_frame(cx),
         }
     }
 
     fn is_end_stream(&self) -> bool {
         match self {
-            ResponseBody::Observed(observed) => observed.is_end_stream(),
             ResponseBody::Full(full) => full.is_end_stream(),
             ResponseBody::Reader(reader) => reader.len == Some(0),
             ResponseBody::Stream(_) => false,
@@ -115,7 +111,6 @@ impl Body for ResponseBody {
 
     fn size_hint(&self) -> SizeHint {
         match self {
-            ResponseBody::Observed(observed) => observed.size_hint(),
             ResponseBody::Full(full) => full.size_hint(),
             ResponseBody::Reader(ReaderBody { len: Some(n), .. }) => SizeHint::with_exact(*n),
             ResponseBody::Stream(_) | ResponseBody::Reader(_) => SizeHint::default(),
@@ -330,6 +325,14 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
             | "te"
             | "trailer"
     )
+}
+
+/// A response after which the connection is closed.
+pub(crate) fn closing(mut response: Response<ResponseBody>) -> Response<ResponseBody> {
+    response
+        .headers_mut()
+        .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// A small HTML error page in the style web servers use.

@@ -1,175 +1,39 @@
-//! The accept loop, connections, and the request handler.
+//! The accept loop, HTTP/1.1 connections (HTTP/2 ones are served by
+//! [`h2`](crate::h2)), and the request handler: a static file, or the
+//! request handed to a worker and its response read back.
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::os::unix::ffi::OsStrExt as _;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::BytesMut;
 use hearth_pool::{Paths, Pool};
-use hearth_proto::{begin_frame, encode_frame, end_frame, Kind};
 use http::{HeaderValue, Request, Response, StatusCode};
-use hyper::body::{Body as _, Incoming};
-use hyper::server::conn::{http1, http2};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 
-use crate::body::{self, BodyError, UploadSettings};
-use crate::cgi::{self, Connection, Script, ServerInfo};
+use crate::cgi::{self, Connection};
+use crate::config::ServeConfig;
 use crate::framing::Limits;
 use crate::guard::{self, GuardedIo, Timeouts, Tracked};
-use crate::observe::{Observer, Record, WorkerPid};
+use crate::h2::Http2;
+use crate::observe::{Observed, Record, WorkerPid};
 use crate::protocol::{self, Negotiation, Protocol};
 use crate::response::{self, ResponseBody};
 use crate::tls::TlsConfig;
-use crate::{compress, static_files};
-
-/// How the HTTP front behaves.
-///
-/// Where the app lives is the pool's to say ([`Pool::paths`]): static files
-/// come from its document root, if it has one (a GET or HEAD for a file
-/// under it is answered from disk, everything else goes to PHP), and a
-/// request's `SCRIPT_*` and `DOCUMENT_ROOT` are those of the release its
-/// worker runs. Both follow reloads.
-#[derive(Debug, Clone)]
-pub struct ServeConfig {
-    /// `SERVER_NAME`.
-    pub server_name: String,
-    /// Proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` are believed:
-    /// a request from one of them gets the client's address as
-    /// `REMOTE_ADDR`, and `HTTPS=on` when the client used https.
-    pub trusted_proxies: Vec<ipnet::IpNet>,
-    /// Compress responses on the fly (gzip, brotli) for clients that
-    /// accept it: static files, and whole PHP responses.
-    pub compression: bool,
-    /// `SERVER_SOFTWARE`.
-    pub server_software: String,
-    /// Largest request body accepted; larger ones get 413 before any worker
-    /// is involved.
-    pub max_body_size: u64,
-    /// Raw request bodies up to this size are kept in memory and sent to
-    /// the worker in frames; larger ones are spooled to a temporary file
-    /// that the worker reads (nginx's `client_body_buffer_size`).
-    pub body_buffer_size: usize,
-    /// Bytes of raw request bodies held in memory across all connections,
-    /// at most; beyond it bodies are spooled to files however small. With
-    /// `body_buffer_size`, what bounds the memory request bodies take.
-    pub body_memory: usize,
-    /// Longest request line (without its CRLF); a longer one gets 414.
-    pub max_request_line: usize,
-    /// Largest header section (all header lines, CRLFs included); a larger
-    /// one gets 431.
-    pub max_header_size: usize,
-    /// Most header lines in a request; more get 431.
-    pub max_headers: usize,
-    /// How long a client has to send a whole request head, from its first
-    /// byte (on a new connection, from the accept): 408 when a head has
-    /// started, a quiet close when nothing came. A slowloris cannot hold a
-    /// connection longer.
-    pub header_timeout: Duration,
-    /// Longest pause while a request body arrives: 408.
-    pub body_timeout: Duration,
-    /// How long a connection may stay idle between requests before it is
-    /// closed. Zero turns keep-alive off.
-    pub keep_alive_timeout: Duration,
-    /// Most connections open at once. Beyond it Hearth stops accepting:
-    /// new connections wait in the listen backlog until one closes.
-    pub max_connections: usize,
-    /// Request bodies travel to workers in frames of at most this size.
-    pub body_chunk: usize,
-    /// Seconds announced in `Retry-After` when no worker is available.
-    pub retry_after: u32,
-    /// After shutdown is triggered, how long in-flight requests have to
-    /// complete before their connections are dropped.
-    pub grace_period: Duration,
-    /// A hard limit on how long a worker may take over a request, from the
-    /// moment it has it to the end of the response: past it the worker is
-    /// stopped (SIGTERM, then SIGKILL) and replaced, and the client gets
-    /// 504 (or, mid-stream, a cut connection). None: no limit.
-    pub request_timeout: Option<Duration>,
-    /// Serve HTTPS with this certificate: HTTP/2 or HTTP/1.1, as the
-    /// client chooses by ALPN. None: plain HTTP.
-    pub tls: Option<TlsConfig>,
-    /// On plain HTTP, also serve HTTP/2 to clients that open with its
-    /// preface (h2c with prior knowledge).
-    pub h2c: bool,
-    /// Most requests an HTTP/2 connection may have in flight at once
-    /// (nginx's `http2_max_concurrent_streams`).
-    pub max_concurrent_streams: u32,
-    /// Metrics and the access log, when either is on.
-    pub observer: Observer,
-}
-
-impl Default for ServeConfig {
-    fn default() -> ServeConfig {
-        ServeConfig::new()
-    }
-}
-
-impl ServeConfig {
-    pub fn new() -> ServeConfig {
-        ServeConfig {
-            server_name: "localhost".into(),
-            trusted_proxies: Vec::new(),
-            compression: true,
-            server_software: concat!("hearth/", env!("CARGO_PKG_VERSION")).into(),
-            max_body_size: 8 << 20,
-            body_buffer_size: 64 << 10,
-            body_memory: 64 << 20,
-            max_request_line: 8 << 10,
-            max_header_size: 32 << 10,
-            max_headers: 100,
-            header_timeout: Duration::from_secs(60),
-            body_timeout: Duration::from_secs(60),
-            keep_alive_timeout: Duration::from_secs(75),
-            max_connections: 10_000,
-            body_chunk: 1 << 20,
-            retry_after: 1,
-            grace_period: Duration::from_secs(30),
-            request_timeout: Some(Duration::from_secs(60)),
-            tls: None,
-            h2c: false,
-            max_concurrent_streams: 128,
-            observer: Observer::default(),
-        }
-    }
-}
+use crate::{compress, request, static_files};
 
 #[derive(Debug)]
 struct App {
     pool: Pool,
     config: ServeConfig,
-    info: ServerInfo,
-    /// What raw request bodies may hold in memory, all together.
-    body_budget: Arc<body::Budget>,
-    /// Said once: workers cannot read spooled bodies.
-    warned_no_body_files: std::sync::atomic::AtomicBool,
-    scripts: Scripts,
-}
-
-/// The script as described to PHP, for the paths workers run from: worked
-/// out once per set of paths (once per reload), not per request. The two
-/// most recent are kept, for the old and the new workers of a reload.
-#[derive(Debug, Default)]
-struct Scripts(Mutex<Vec<(Arc<Paths>, Arc<Script>)>>);
-
-impl Scripts {
-    fn of(&self, paths: &Arc<Paths>) -> Arc<Script> {
-        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, script)) = known.iter().find(|(p, _)| Arc::ptr_eq(p, paths)) {
-            return script.clone();
-        }
-        let script = Arc::new(Script::describe(
-            &paths.script,
-            paths.document_root.as_deref(),
-        ));
-        known.insert(0, (paths.clone(), script.clone()));
-        known.truncate(2);
-        script
-    }
+    /// Turns requests into what the workers receive.
+    requests: request::Encoder,
 }
 
 /// Serves HTTP (see [`ServeConfig::tls`] and [`ServeConfig::h2c`]) on `listener` until `shutdown` completes, then stops
@@ -182,16 +46,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let app = Arc::new(App {
-        info: ServerInfo {
-            server_name: config.server_name.clone(),
-            server_software: config.server_software.clone(),
-            trusted_proxies: config.trusted_proxies.clone(),
-        },
-        body_budget: body::Budget::new(config.body_memory),
-        warned_no_body_files: std::sync::atomic::AtomicBool::new(false),
+        requests: request::Encoder::new(&config),
         pool,
         config,
-        scripts: Scripts::default(),
     });
     let config = &app.config;
     let limits = Limits {
@@ -219,27 +76,12 @@ pub async fn serve(
         builder.max_headers(config.max_headers);
     }
     let http1 = Arc::new(builder);
-    let mut builder = http2::Builder::new(TokioExecutor::new());
-    builder
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(config.max_concurrent_streams)
-        // The head limits in HPACK's terms: 32 bytes per field on top of
-        // its name and value.
-        .max_header_list_size(
-            u32::try_from(config.max_header_size + 32 * config.max_headers).unwrap_or(u32::MAX),
-        );
-    let http2 = Arc::new(builder);
+    let http2 = Arc::new(Http2::new(config));
     let negotiation = Arc::new(Negotiation {
         tls: config.tls.as_ref().map(TlsConfig::acceptor),
         h2c: config.h2c,
         timeout: config.header_timeout,
     });
-    // hyper has no idle timeout for HTTP/2: such connections close by
-    // themselves after the keep-alive timeout without a request.
-    let h2_idle = match config.keep_alive_timeout {
-        d if d.is_zero() => config.header_timeout,
-        d => d,
-    };
     // HTTP/2 connections are closed by hand (when idle, or on shutdown):
     // each holds a receiver until it ends.
     let (stopping, _) = tokio::sync::watch::channel(());
@@ -280,7 +122,7 @@ pub async fn serve(
                         let begun = shared.begin();
                         let in_flight = begun.in_flight;
                         if let Some(status) = begun.refused {
-                            let response = closing(response::error_page(status));
+                            let response = response::closing(response::error_page(status)).map(Observed::unobserved);
                             return Ok::<_, Infallible>(response.map(|b| Tracked::new(b, in_flight)));
                         }
                         if let Some(target) = begun.target {
@@ -292,7 +134,7 @@ pub async fn serve(
                     }
                 });
                 let watcher = graceful.watcher();
-                let mut stop = stopping.subscribe();
+                let stop = stopping.subscribe();
                 let (http1, http2) = (http1.clone(), http2.clone());
                 let negotiation = negotiation.clone();
                 connections.spawn(async move {
@@ -304,29 +146,7 @@ pub async fn serve(
                         }
                         Some((stream, Protocol::Http2)) => {
                             drop(watcher);
-                            let connection = http2.serve_connection(TokioIo::new(stream), service);
-                            let idle = protocol::idle(guard_shared.clone(), h2_idle);
-                            tokio::pin!(connection, idle);
-                            let mut closing = false;
-                            loop {
-                                tokio::select! {
-                                    ended = connection.as_mut() => break ended,
-                                    _ = stop.changed(), if !closing => {}
-                                    _ = &mut idle => {
-                                        if closing {
-                                            // Still idle after the GOAWAY:
-                                            // the client does not close.
-                                            break Ok(());
-                                        }
-                                        idle.set(protocol::idle(guard_shared.clone(), h2_idle));
-                                    }
-                                }
-                                if !closing {
-                                    // GOAWAY: requests in flight finish.
-                                    closing = true;
-                                    connection.as_mut().graceful_shutdown();
-                                }
-                            }
+                            http2.serve(stream, service, guard_shared, stop).await
                         }
                     };
                     match ended {
@@ -382,23 +202,16 @@ async fn accept(
     (slot, listener.accept().await)
 }
 
-/// A response after which the connection is closed.
-fn closing(mut response: Response<ResponseBody>) -> Response<ResponseBody> {
-    response
-        .headers_mut()
-        .insert(http::header::CONNECTION, HeaderValue::from_static("close"));
-    response
-}
-
 /// Answers a request, recording it for metrics and the access log when
 /// they are on.
 async fn handle(
     req: Request<Incoming>,
     app: Arc<App>,
     conn: Arc<Connection>,
-) -> Result<Response<ResponseBody>, Infallible> {
+) -> Result<Response<Observed<ResponseBody>>, Infallible> {
     if !app.config.observer.is_on() {
-        return respond(req, app, conn).await;
+        let response = respond(req, app, conn).await?;
+        return Ok(response.map(Observed::unobserved));
     }
     // Recorded when the response has been sent, or when this future is
     // dropped first (the client went away).
@@ -412,7 +225,7 @@ async fn respond(
     app: Arc<App>,
     conn: Arc<Connection>,
 ) -> Result<Response<ResponseBody>, Infallible> {
-    let now = SystemTime::now();
+    let received = SystemTime::now();
     let (parts, incoming) = req.into_parts();
     let config = &app.config;
 
@@ -425,115 +238,18 @@ async fn respond(
         }
     }
 
-    if let Some(declared) = parts
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
+    let mut request = match app
+        .requests
+        .read(parts, incoming, received, &app.pool)
+        .await
     {
-        if declared > config.max_body_size {
-            return Ok(response::error_page(StatusCode::PAYLOAD_TOO_LARGE));
-        }
-    }
-
-    let request_body = if incoming.is_end_stream() {
-        body::Body::default()
-    } else {
-        let mut settings = UploadSettings::from_ready(app.pool.settings().as_deref());
-        settings.owner = app.pool.config().user.as_ref().map(|u| (u.uid, u.gid));
-        let read = match body::multipart_boundary(
-            &parts.method,
-            parts.headers.get(http::header::CONTENT_TYPE),
-        ) {
-            Some(boundary) if settings.parse_post && !exceeds_post_max(&parts, &settings) => {
-                body::multipart(incoming, boundary, config.max_body_size, &settings).await
-            }
-            _ => {
-                if !settings.body_files
-                    && !app
-                        .warned_no_body_files
-                        .swap(true, std::sync::atomic::Ordering::Relaxed)
-                {
-                    tracing::warn!(
-                        "the workers cannot read request bodies spooled to {} (a PHP library \
-                         older than this hearth, or open_basedir): bodies stay in memory",
-                        settings.tmp_dir.display()
-                    );
-                }
-                let spool = body::Spool {
-                    buffer_size: config.body_buffer_size,
-                    budget: &app.body_budget,
-                    dir: &settings.tmp_dir,
-                    owner: settings.owner,
-                    files: settings.body_files,
-                };
-                body::raw(incoming, config.max_body_size, &spool).await
-            }
-        };
-        match read {
-            Ok(body) => body,
-            Err(BodyError::TooLarge) => {
-                return Ok(response::error_page(StatusCode::PAYLOAD_TOO_LARGE))
-            }
-            // The rest of the body is not read, so the connection cannot
-            // carry another request: close it after the answer.
-            Err(BodyError::Malformed(why)) => {
-                tracing::warn!(uri = %parts.uri, "refused a request (400 Bad Request): bad request body: {why}");
-                return Ok(closing(response::error_page(StatusCode::BAD_REQUEST)));
-            }
-            Err(BodyError::Io(why)) => {
-                // Refused by the connection guard (400), stalled (408), or
-                // the client went away (nobody reads the answer).
-                let status = parts
-                    .extensions
-                    .get::<Arc<guard::Shared>>()
-                    .and_then(|g| g.body_refusal())
-                    .unwrap_or(StatusCode::BAD_REQUEST);
-                tracing::debug!("request body not received: {why}");
-                return Ok(closing(response::error_page(status)));
-            }
-            Err(BodyError::Spool(why)) => {
-                tracing::error!(uri = %parts.uri, "cannot spool a request body: {why}");
-                return Ok(closing(response::error_page(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                )));
-            }
-        }
+        Ok(request) => request,
+        Err(answer) => return Ok(answer),
     };
-
-    let has_body =
-        request_body.len > 0 || request_body.form.is_some() || request_body.file.is_some();
-    let body_len = has_body.then_some(request_body.len);
-    let chunk = config.body_chunk.max(1);
     let encode = |buf: &mut BytesMut, id: u32, paths: &Arc<Paths>| {
-        let script = app.scripts.of(paths);
-        let at = begin_frame(buf, Kind::Request, 0, id);
-        cgi::write_server_vars(buf, &parts, &conn, &app.info, &script, body_len, now);
-        end_frame(buf, at);
-        for piece in request_body.raw.chunks(chunk) {
-            encode_frame(buf, Kind::Body, 0, id, piece);
-        }
-        if let Some(file) = &request_body.file {
-            encode_frame(buf, Kind::BodyFile, 0, id, file.as_os_str().as_bytes());
-        }
-        if let Some(form) = &request_body.form {
-            for piece in form.chunks(chunk) {
-                encode_frame(buf, Kind::Form, 0, id, piece);
-            }
-        }
-        encode_frame(buf, Kind::End, 0, id, &[]);
+        app.requests.encode(&request, &conn, paths, buf, id);
     };
-    // $_SERVER is about 1.5 KB; the length only decides whether the request
-    // is small enough to be queued behind another (a spooled body is
-    // already on disk).
-    let len = 2048
-        + request_body.raw.len()
-        + request_body.form.as_ref().map_or(0, |f| f.len())
-        + request_body
-            .file
-            .as_ref()
-            .map_or(0, |f| f.as_os_str().len());
-    let mut lease = match app.pool.dispatch(len, encode).await {
+    let mut lease = match app.pool.dispatch(request.len(), encode).await {
         Ok(lease) => lease,
         Err(e) => return Ok(failure(&e, config)),
     };
@@ -541,12 +257,13 @@ async fn respond(
         lease.set_deadline(tokio::time::Instant::now() + limit);
     }
     let pid = lease.pid();
+    // Files the worker reads stay until the request has ended in it.
+    let keep = request.take_files();
+    let parts = &request.parts;
     lease.set_current(
         parts.method.as_str(),
         parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),
     );
-    // Files the worker reads stay until the request has ended in it.
-    let keep: response::Keep = Box::new((request_body.uploads, request_body.file));
     let mut response = match response::read(lease, &parts.method, keep).await {
         Ok(response) if config.compression => {
             compress::php_response(response, &parts.method, &parts.headers).await
@@ -561,17 +278,6 @@ async fn respond(
         response.extensions_mut().insert(WorkerPid(pid));
     }
     Ok(response)
-}
-
-/// PHP refuses to parse a form larger than post_max_size; so does Hearth,
-/// and the worker reports it as PHP would.
-fn exceeds_post_max(parts: &http::request::Parts, settings: &UploadSettings) -> bool {
-    let declared = parts
-        .headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    settings.post_max_size > 0 && declared.is_some_and(|n| n > settings.post_max_size)
 }
 
 fn failure(e: &hearth_pool::Error, config: &ServeConfig) -> Response<ResponseBody> {

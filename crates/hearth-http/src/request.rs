@@ -1,0 +1,251 @@
+//! A request as a worker receives it: its body received (a raw body kept
+//! in memory or spooled to a file the worker reads, a multipart form
+//! parsed and its uploads spooled to disk), its `$_SERVER` built, and the
+//! whole of it encoded in frames for the pool, with the `SCRIPT_*` and
+//! `DOCUMENT_ROOT` of the release the worker that takes it runs.
+
+use std::os::unix::ffi::OsStrExt as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use bytes::BytesMut;
+use hearth_pool::{Paths, Pool};
+use hearth_proto::{begin_frame, encode_frame, end_frame, Kind};
+use http::request::Parts;
+use http::{Response, StatusCode};
+use hyper::body::{Body as _, Incoming};
+
+use crate::body::{self, BodyError, UploadSettings};
+use crate::cgi::{self, Connection, Script, ServerInfo};
+use crate::config::ServeConfig;
+use crate::guard;
+use crate::response::{self, Keep, ResponseBody};
+
+/// Turns the requests of a server into what its workers receive.
+#[derive(Debug)]
+pub(crate) struct Encoder {
+    info: ServerInfo,
+    max_body_size: u64,
+    body_buffer_size: usize,
+    body_chunk: usize,
+    /// What raw request bodies may hold in memory, all together.
+    body_budget: Arc<body::Budget>,
+    /// Said once: workers cannot read spooled bodies.
+    warned_no_body_files: AtomicBool,
+    /// The script as each release describes it to PHP.
+    scripts: Scripts,
+}
+
+/// The script as described to PHP, for the paths workers run from: worked
+/// out once per set of paths (once per reload), not per request. The two
+/// most recent are kept, for the old and the new workers of a reload.
+#[derive(Debug, Default)]
+struct Scripts(Mutex<Vec<(Arc<Paths>, Arc<Script>)>>);
+
+impl Scripts {
+    fn of(&self, paths: &Arc<Paths>) -> Arc<Script> {
+        let mut known = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, script)) = known.iter().find(|(p, _)| Arc::ptr_eq(p, paths)) {
+            return script.clone();
+        }
+        let script = Arc::new(Script::describe(
+            &paths.script,
+            paths.document_root.as_deref(),
+        ));
+        known.insert(0, (paths.clone(), script.clone()));
+        known.truncate(2);
+        script
+    }
+}
+
+/// A request whose body has been received, ready for a worker.
+#[derive(Debug)]
+pub(crate) struct WorkerRequest {
+    /// The request line and headers.
+    pub parts: Parts,
+    body: body::Body,
+    /// When the request arrived (`REQUEST_TIME`).
+    received: SystemTime,
+}
+
+impl Encoder {
+    pub fn new(config: &ServeConfig) -> Encoder {
+        Encoder {
+            info: ServerInfo {
+                server_name: config.server_name.clone(),
+                server_software: config.server_software.clone(),
+                trusted_proxies: config.trusted_proxies.clone(),
+            },
+            max_body_size: config.max_body_size,
+            body_buffer_size: config.body_buffer_size,
+            body_chunk: config.body_chunk.max(1),
+            body_budget: body::Budget::new(config.body_memory),
+            warned_no_body_files: AtomicBool::new(false),
+            scripts: Scripts::default(),
+        }
+    }
+
+    /// Receives the request's body, as the workers of `pool` can take it.
+    ///
+    /// Err is the answer to give instead: 413 for a body over the limit;
+    /// 400 for a malformed one, 408 for one that stalled, 500 for one that
+    /// cannot be spooled, each closing the connection (the rest of the body
+    /// is not read, so the connection cannot carry another request).
+    pub async fn read(
+        &self,
+        parts: Parts,
+        incoming: Incoming,
+        received: SystemTime,
+        pool: &Pool,
+    ) -> Result<WorkerRequest, Response<ResponseBody>> {
+        if declared_length(&parts).is_some_and(|n| n > self.max_body_size) {
+            return Err(response::error_page(StatusCode::PAYLOAD_TOO_LARGE));
+        }
+        let body = if incoming.is_end_stream() {
+            body::Body::default()
+        } else {
+            self.read_body(&parts, incoming, pool).await?
+        };
+        Ok(WorkerRequest {
+            parts,
+            body,
+            received,
+        })
+    }
+
+    async fn read_body(
+        &self,
+        parts: &Parts,
+        incoming: Incoming,
+        pool: &Pool,
+    ) -> Result<body::Body, Response<ResponseBody>> {
+        let mut settings = UploadSettings::from_ready(pool.settings().as_deref());
+        settings.owner = pool.config().user.as_ref().map(|u| (u.uid, u.gid));
+        let read = match body::multipart_boundary(
+            &parts.method,
+            parts.headers.get(http::header::CONTENT_TYPE),
+        ) {
+            Some(boundary) if settings.parse_post && !exceeds_post_max(parts, &settings) => {
+                body::multipart(incoming, boundary, self.max_body_size, &settings).await
+            }
+            _ => {
+                if !settings.body_files && !self.warned_no_body_files.swap(true, Ordering::Relaxed)
+                {
+                    tracing::warn!(
+                        "the workers cannot read request bodies spooled to {} (a PHP library \
+                         older than this hearth, or open_basedir): bodies stay in memory",
+                        settings.tmp_dir.display()
+                    );
+                }
+                let spool = body::Spool {
+                    buffer_size: self.body_buffer_size,
+                    budget: &self.body_budget,
+                    dir: &settings.tmp_dir,
+                    owner: settings.owner,
+                    files: settings.body_files,
+                };
+                body::raw(incoming, self.max_body_size, &spool).await
+            }
+        };
+        match read {
+            Ok(body) => Ok(body),
+            Err(BodyError::TooLarge) => Err(response::error_page(StatusCode::PAYLOAD_TOO_LARGE)),
+            Err(BodyError::Malformed(why)) => {
+                tracing::warn!(uri = %parts.uri, "refused a request (400 Bad Request): bad request body: {why}");
+                Err(response::closing(response::error_page(
+                    StatusCode::BAD_REQUEST,
+                )))
+            }
+            Err(BodyError::Io(why)) => {
+                // Refused by the connection guard (400), stalled (408), or
+                // the client went away (nobody reads the answer).
+                let status = parts
+                    .extensions
+                    .get::<Arc<guard::Shared>>()
+                    .and_then(|g| g.body_refusal())
+                    .unwrap_or(StatusCode::BAD_REQUEST);
+                tracing::debug!("request body not received: {why}");
+                Err(response::closing(response::error_page(status)))
+            }
+            Err(BodyError::Spool(why)) => {
+                tracing::error!(uri = %parts.uri, "cannot spool a request body: {why}");
+                Err(response::closing(response::error_page(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                )))
+            }
+        }
+    }
+
+    /// Writes `request` in frames for the worker request `id`, taken by a
+    /// worker running from `paths`: its `$_SERVER`, then its body (in
+    /// memory, as a file to read, or as a parsed form), then the end.
+    pub fn encode(
+        &self,
+        request: &WorkerRequest,
+        conn: &Connection,
+        paths: &Arc<Paths>,
+        buf: &mut BytesMut,
+        id: u32,
+    ) {
+        let script = self.scripts.of(paths);
+        let body = &request.body;
+        let has_body = body.len > 0 || body.form.is_some() || body.file.is_some();
+        let body_len = has_body.then_some(body.len);
+        let at = begin_frame(buf, Kind::Request, 0, id);
+        cgi::write_server_vars(
+            buf,
+            &request.parts,
+            conn,
+            &self.info,
+            &script,
+            body_len,
+            request.received,
+        );
+        end_frame(buf, at);
+        for piece in body.raw.chunks(self.body_chunk) {
+            encode_frame(buf, Kind::Body, 0, id, piece);
+        }
+        if let Some(file) = &body.file {
+            encode_frame(buf, Kind::BodyFile, 0, id, file.as_os_str().as_bytes());
+        }
+        if let Some(form) = &body.form {
+            for piece in form.chunks(self.body_chunk) {
+                encode_frame(buf, Kind::Form, 0, id, piece);
+            }
+        }
+        encode_frame(buf, Kind::End, 0, id, &[]);
+    }
+}
+
+impl WorkerRequest {
+    /// About the size of the encoded request. It only decides whether the
+    /// request is small enough to be queued behind another: `$_SERVER` is
+    /// about 1.5 KB, and a spooled body is already on disk.
+    pub fn len(&self) -> usize {
+        2048 + self.body.raw.len()
+            + self.body.form.as_ref().map_or(0, |f| f.len())
+            + self.body.file.as_ref().map_or(0, |f| f.as_os_str().len())
+    }
+
+    /// What has to stay until the request has ended in the worker: the
+    /// files it reads.
+    pub fn take_files(&mut self) -> Keep {
+        let uploads = std::mem::take(&mut self.body.uploads);
+        Box::new((uploads, self.body.file.take()))
+    }
+}
+
+fn declared_length(parts: &Parts) -> Option<u64> {
+    parts
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// PHP refuses to parse a form larger than post_max_size; so does Hearth,
+/// and the worker reports it as PHP would.
+fn exceeds_post_max(parts: &Parts, settings: &UploadSettings) -> bool {
+    settings.post_max_size > 0 && declared_length(parts).is_some_and(|n| n > settings.post_max_size)
+}
