@@ -181,6 +181,13 @@ pub struct WorkerInfo {
     pub request: Option<(String, Duration)>,
 }
 
+/// A process's resident memory in bytes, from `/proc/PID/statm`.
+pub(crate) fn resident_memory(pid: u32) -> Option<u64> {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * rustix::param::page_size() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,97 +1,28 @@
-//! The pool: its public face, and the state its supervisors and requests
-//! share.
+//! The pool's public face: starting it, asking how it does, reloading
+//! and stopping it.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use hearth_proto::message::Ready;
-use tokio::sync::Notify;
-use tokio::task::JoinHandle;
 
-use crate::dispatch::{self, lock, Dispatch, Lease, WaiterCount};
-use crate::observe::{RestartCounts, RestartReason, WorkerInfo, WorkerState};
+use crate::dispatch;
+use crate::lease::Lease;
+use crate::observe::{resident_memory, RestartReason, WorkerInfo, WorkerState};
 use crate::php::PhpInfo;
+use crate::reload;
+use crate::shared::{lock, Shared};
 use crate::supervisor::supervise;
-use crate::worker::{Retire, WorkerShared};
+use crate::sweep::sweep_idle;
+use crate::worker::Retire;
 use crate::{Error, Paths, PoolConfig};
 
 /// A pool of warm PHP workers. Cheap to clone; all clones are the same pool.
 #[derive(Debug, Clone)]
 pub struct Pool {
     shared: Arc<Shared>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub config: PoolConfig,
-    pub php: PhpInfo,
-    /// Where workers booted now run the app from: resolved at start and
-    /// replaced by each reload whose trial worker booted.
-    paths: Mutex<Arc<Paths>>,
-    /// Idle workers and the requests waiting for one.
-    pub dispatch: Mutex<Dispatch>,
-    pub waiting: WaiterCount,
-    pub stopping: AtomicBool,
-    pub stop: Notify,
-    /// The worker of each slot, while one is running.
-    pub slots: Vec<Mutex<Option<Arc<WorkerShared>>>>,
-    /// Slots whose worker currently fails to boot.
-    pub failing: AtomicUsize,
-    /// Each slot's failed boots in a row, since its last worker booted.
-    pub boot_failures: Vec<AtomicU32>,
-    /// Whether any worker has booted since the pool started.
-    pub booted: AtomicBool,
-    pub last_boot_error: Mutex<Option<String>>,
-    /// The most recent handshake: the PHP settings requests are shaped by.
-    pub ready: Mutex<Option<Arc<Ready>>>,
-    pub ready_notify: Notify,
-    supervisors: Mutex<Vec<JoinHandle<()>>>,
-    /// Held while a reload runs: one at a time.
-    reloading: tokio::sync::Mutex<()>,
-    /// Reloads finished, whether they succeeded or not.
-    reloads: AtomicU64,
-    reloaded: Notify,
-    pub restarts: AtomicU64,
-    /// Restarts by why the worker went.
-    pub restart_reasons: RestartCounts,
-    /// The pid of the worker each slot is booting, and since when.
-    pub booting: Vec<Mutex<Option<(u32, Instant)>>>,
-    pub started: AtomicU64,
-    /// Slots beyond `min_workers` with no worker, waiting for demand.
-    pub dormant: AtomicUsize,
-    /// Wakes a dormant slot: a request had to wait for a worker.
-    pub grow: Notify,
-    /// Where workers' response FIFOs are made; none when workers use
-    /// sockets (see [`crate::PhpInfo::open_basedir`]).
-    fifo_dir: Option<tempfile::TempDir>,
-    fifos: AtomicU64,
-}
-
-impl Shared {
-    /// Where a worker booted now runs the app from.
-    pub fn paths(&self) -> Arc<Paths> {
-        lock(&self.paths).clone()
-    }
-
-    /// A fresh path for a worker's response FIFO, if workers use pipes.
-    pub fn next_fifo(&self) -> Option<std::path::PathBuf> {
-        let dir = self.fifo_dir.as_ref()?;
-        let n = self.fifos.fetch_add(1, Ordering::Relaxed);
-        Some(dir.path().join(format!("worker-{n}.fifo")))
-    }
-
-    /// Why waiting for a worker is pointless: every slot is failing to boot.
-    pub fn hopeless(&self) -> Option<String> {
-        let failing = self.failing.load(Ordering::Acquire);
-        let active = self.slots.len() - self.dormant.load(Ordering::Acquire).min(self.slots.len());
-        if failing > 0 && failing >= active {
-            let last = lock(&self.last_boot_error).clone().unwrap_or_default();
-            return Some(format!("workers are failing to boot: {last}"));
-        }
-        None
-    }
 }
 
 /// A snapshot of the pool for status pages and logs.
@@ -157,34 +88,7 @@ impl Pool {
             tracing::info!("open_basedir is set: workers talk to Hearth over sockets");
             None
         };
-        let shared = Arc::new(Shared {
-            php,
-            paths: Mutex::new(paths),
-            dispatch: Mutex::new(Dispatch::default()),
-            waiting: WaiterCount::default(),
-            stopping: AtomicBool::new(false),
-            stop: Notify::new(),
-            slots: (0..workers).map(|_| Mutex::new(None)).collect(),
-            failing: AtomicUsize::new(0),
-            boot_failures: (0..workers).map(|_| AtomicU32::new(0)).collect(),
-            booted: AtomicBool::new(false),
-            last_boot_error: Mutex::new(None),
-            ready: Mutex::new(None),
-            ready_notify: Notify::new(),
-            supervisors: Mutex::new(Vec::new()),
-            reloading: tokio::sync::Mutex::new(()),
-            reloads: AtomicU64::new(0),
-            reloaded: Notify::new(),
-            restarts: AtomicU64::new(0),
-            restart_reasons: RestartCounts::default(),
-            booting: (0..workers).map(|_| Mutex::new(None)).collect(),
-            started: AtomicU64::new(0),
-            dormant: AtomicUsize::new(0),
-            grow: Notify::new(),
-            fifo_dir,
-            fifos: AtomicU64::new(0),
-            config,
-        });
+        let shared = Arc::new(Shared::new(config, php, paths, fifo_dir));
         let mut handles: Vec<_> = (0..workers)
             .map(|slot| tokio::spawn(supervise(shared.clone(), slot)))
             .collect();
@@ -192,7 +96,7 @@ impl Pool {
             || shared.config.ttl.is_some()
             || shared.config.min_workers < workers
         {
-            handles.push(tokio::spawn(dispatch::sweep_idle(shared.clone())));
+            handles.push(tokio::spawn(sweep_idle(shared.clone())));
         }
         *lock(&shared.supervisors) = handles;
         Ok(Pool { shared })
@@ -294,13 +198,13 @@ impl Pool {
         PoolStatus {
             workers: s.slots.len(),
             live,
-            idle: lock(&s.dispatch).idle.len(),
+            idle: s.line.lock().idle_len(),
             failing: s.failing.load(Ordering::Relaxed),
             started: s.started.load(Ordering::Relaxed),
             restarts: s.restarts.load(Ordering::Relaxed),
             restarts_by_reason: s.restart_reasons.snapshot(),
             busy,
-            waiting: s.waiting.load(),
+            waiting: s.line.waiting(),
         }
     }
 
@@ -320,7 +224,7 @@ impl Pool {
                         pid,
                         state: WorkerState::Booting,
                         requests: 0,
-                        memory: dispatch::resident_memory(pid),
+                        memory: resident_memory(pid),
                         age: since.elapsed(),
                         request: None,
                     });
@@ -343,7 +247,7 @@ impl Pool {
                 pid: w.pid,
                 state,
                 requests: w.served.load(Ordering::Relaxed),
-                memory: dispatch::resident_memory(w.pid),
+                memory: resident_memory(w.pid),
                 age: w.created.elapsed(),
                 request: current.map(|(label, since)| (label, since.elapsed())),
             });
@@ -390,7 +294,7 @@ impl Pool {
     /// it.
     pub async fn reload(&self) -> Result<Arc<Paths>, Error> {
         let _one_at_a_time = self.shared.reloading.lock().await;
-        let result = self.reload_now().await;
+        let result = reload::reload(&self.shared).await;
         self.shared.reloads.fetch_add(1, Ordering::AcqRel);
         self.shared.reloaded.notify_waiters();
         result
@@ -406,83 +310,10 @@ impl Pool {
         (self.shared.reloads.load(Ordering::Acquire), next)
     }
 
-    async fn reload_now(&self) -> Result<Arc<Paths>, Error> {
-        let s = &self.shared;
-        if s.stopping.load(Ordering::Acquire) {
-            return Err(Error::unavailable("the pool is stopping"));
-        }
-        let resolved = Paths::resolve(&s.config)?;
-        let paths = match s.paths() {
-            same if *same == resolved => same,
-            _ => Arc::new(resolved),
-        };
-        let (trial, mut child) = crate::supervisor::boot(s, None, paths.clone()).await?;
-        dispatch::stop_worker(&trial);
-        if tokio::time::timeout(s.config.stop_timeout, child.wait())
-            .await
-            .is_err()
-        {
-            let _ = child.start_kill();
-            let _ = child.wait().await;
-        }
-        drop(trial);
-        // Replacements booted from here on, by this reload or later, run
-        // from the new paths.
-        *lock(&s.paths) = paths.clone();
-        for slot in &s.slots {
-            let Some(old) = lock(slot).clone() else {
-                // Booting or failing to: it gets the new code anyway.
-                continue;
-            };
-            // The slot's supervisor boots the replacement while this
-            // worker serves on, then retires it.
-            old.set_reason(crate::observe::RestartReason::Reload);
-            old.set_replacement_state(crate::worker::NO_REPLACEMENT);
-            old.want_replacement();
-            let deadline = tokio::time::Instant::now()
-                + s.config.stop_timeout
-                + s.config.kill_timeout
-                + s.config.boot_timeout;
-            loop {
-                let notified = s.ready_notify.notified();
-                let current = lock(slot).clone();
-                if current
-                    .as_ref()
-                    .is_some_and(|w| w.pid != old.pid && !w.is_dead())
-                {
-                    break;
-                }
-                if s.stopping.load(Ordering::Acquire) {
-                    return Err(Error::unavailable("the pool is stopping"));
-                }
-                let replacement_failed =
-                    old.replacement_state() == crate::worker::REPLACEMENT_FAILED;
-                if replacement_failed
-                    || (current.is_none() && s.failing.load(Ordering::Acquire) > 0)
-                {
-                    return Err(Error::boot(format!(
-                        "a new worker failed to boot during the reload; the workers not yet replaced keep serving: {}",
-                        self.boot_error().unwrap_or_default()
-                    )));
-                }
-                if tokio::time::Instant::now() >= deadline {
-                    return Err(Error::boot(
-                        "a worker was not replaced in time during the reload",
-                    ));
-                }
-                // Woken by the handover; the check for a failed boot polls.
-                let _ = tokio::time::timeout(Duration::from_millis(50), notified).await;
-            }
-        }
-        Ok(paths)
-    }
-
     /// Kills every worker (and whatever it started) at once, for a server
     /// that must exit now. Workers are in process groups of their own.
     pub fn kill_all(&self) {
-        if let Some(dir) = &self.shared.fifo_dir {
-            let _ = std::fs::remove_dir_all(dir.path());
-        }
+        self.shared.remove_fifo_dir();
         for slot in &self.shared.slots {
             if let Some(w) = lock(slot).as_ref() {
                 if let Some(pid) = i32::try_from(w.pid)
@@ -504,8 +335,9 @@ impl Pool {
             return;
         }
         s.stop.notify_waiters();
-        for worker in dispatch::close(s) {
-            dispatch::stop_worker(&worker);
+        let idle = s.line.lock().close();
+        for worker in idle {
+            worker.stop();
         }
         // Busy workers get the stop message when their request ends; each
         // worker's supervisor gives it the stop timeout to be done.

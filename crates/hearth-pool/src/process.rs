@@ -9,8 +9,8 @@ use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Child;
 
+use crate::channel::Channel;
 use crate::php::{worker_command, PhpInfo};
-use crate::worker::Channel;
 use crate::{Error, Paths, PoolConfig};
 
 /// Lines of a failed boot's output that its error quotes; any before them

@@ -1,19 +1,16 @@
-//! One worker process as the pool sees it: its channel and its bookkeeping.
+//! One worker process as the pool sees it: its bookkeeping, shared by
+//! everyone who deals with it, and the handle a request holds.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use std::os::fd::OwnedFd;
-use std::os::unix::net::UnixStream;
-
-use bytes::{BufMut, BytesMut};
-use hearth_proto::message::Ready;
-use hearth_proto::{Frame, FrameDecoder};
-use tokio::io::unix::AsyncFd;
-use tokio::io::Interest;
+use bytes::BytesMut;
+use hearth_proto::message::{ErrorReport, Ready};
+use hearth_proto::{encode_frame, Frame, FrameDecoder, Kind};
 use tokio::sync::{oneshot, Notify};
 
+use crate::channel::Channel;
 use crate::observe::{Current, RestartReason};
 use crate::{Error, Paths};
 
@@ -286,141 +283,17 @@ impl WorkerShared {
     }
 }
 
-/// Hearth's end of a worker's channel: what it reads responses from and
-/// what it writes requests to. Either two pipes (requests on a pipe that is
-/// the worker's stdin, responses on a FIFO the worker opens by path) or, when
-/// the worker cannot open that path, one socketpair for both.
-///
-/// Pipes cost less per request than a unix socket: no buffer objects to
-/// allocate, and reading a response does not wake the worker (freeing a
-/// socket's buffer signals "writable" to its sleeping owner; draining a pipe
-/// that was not full signals nothing). The read side is registered for
-/// readability only; writability is only waited for when a write would
-/// block, through a short-lived second registration.
-#[derive(Debug)]
-pub(crate) struct Channel {
-    read: AsyncFd<OwnedFd>,
-    write: OwnedFd,
-}
-
-/// Registers a descriptor with the runtime for `interest`.
-#[allow(unsafe_code)]
-fn register(fd: OwnedFd, interest: Interest) -> std::io::Result<AsyncFd<OwnedFd>> {
-    // SAFETY: an OwnedFd owns its descriptor until it is dropped and always
-    // reports the same one, which is all register_with_interest requires.
-    unsafe { AsyncFd::register_with_interest(fd, interest) }.map_err(|e| e.into_parts().1)
-}
-
-fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
-    use rustix::fs::{fcntl_getfl, fcntl_setfl, OFlags};
-    let flags = fcntl_getfl(fd)?;
-    fcntl_setfl(fd, flags | OFlags::NONBLOCK)?;
-    Ok(())
-}
-
-impl Channel {
-    /// A channel over one socket, both ways.
-    pub fn socket(socket: UnixStream) -> std::io::Result<Channel> {
-        let fd = OwnedFd::from(socket);
-        set_nonblocking(&fd)?;
-        let write = fd.try_clone()?;
-        Ok(Channel {
-            read: register(fd, Interest::READABLE)?,
-            write,
-        })
-    }
-
-    /// A channel over the read end of the worker's response FIFO and the
-    /// write end of its request pipe.
-    pub fn pipes(responses: OwnedFd, requests: OwnedFd) -> std::io::Result<Channel> {
-        set_nonblocking(&responses)?;
-        set_nonblocking(&requests)?;
-        Ok(Channel {
-            read: register(responses, Interest::READABLE)?,
-            write: requests,
-        })
-    }
-
-    /// Reads what is available into `buf`'s spare capacity; 0 at end of file.
-    pub async fn read_buf(&self, buf: &mut BytesMut) -> std::io::Result<usize> {
-        loop {
-            let mut guard = self.read.readable().await?;
-            let spare = buf.spare_capacity_mut();
-            let wanted = spare.len();
-            match guard.try_io(|fd| {
-                Ok(rustix::io::read(fd.get_ref(), &mut *spare).map(|(done, _)| done.len())?)
-            }) {
-                Ok(Ok(n)) => {
-                    // SAFETY: read() initialized the first n bytes of the
-                    // spare capacity it was given.
-                    #[allow(unsafe_code)]
-                    unsafe {
-                        buf.advance_mut(n);
-                    }
-                    if n < wanted {
-                        // A short read drained the channel (edge-triggered
-                        // epoll will report new data), so skip the read that
-                        // would only return EAGAIN.
-                        guard.clear_ready();
-                    }
-                    return Ok(n);
-                }
-                Ok(Err(e)) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Ok(Err(e)) => return Err(e),
-                Err(_would_block) => continue,
-            }
-        }
-    }
-
-    /// Writes all of `bytes`. On failure, also says how many were written:
-    /// a worker that took none of a request has not seen it.
-    pub async fn write_all(&self, mut bytes: &[u8]) -> Result<(), (std::io::Error, usize)> {
-        let mut written = 0;
-        while !bytes.is_empty() {
-            match rustix::io::write(&self.write, bytes) {
-                Ok(n) => {
-                    bytes = &bytes[n..];
-                    written += n;
-                }
-                Err(rustix::io::Errno::INTR) => {}
-                Err(rustix::io::Errno::AGAIN) => {
-                    let dup = self.write.try_clone().map_err(|e| (e, written))?;
-                    let writable = register(dup, Interest::WRITABLE).map_err(|e| (e, written))?;
-                    drop(writable.writable().await.map_err(|e| (e, written))?);
-                }
-                Err(e) => return Err((e.into(), written)),
-            }
-        }
-        Ok(())
-    }
-
-    fn try_write(&self, bytes: &[u8]) -> std::io::Result<usize> {
-        Ok(rustix::io::write(&self.write, bytes)?)
-    }
-
-    /// Whether the worker has nothing to say, as an idle worker must: no
-    /// bytes waiting and no hang-up. A worker that died while idle shows a
-    /// hang-up here as soon as its process is gone, before it is reaped.
-    fn is_quiet(&self) -> bool {
-        use rustix::event::{poll, PollFd, PollFlags, Timespec};
-        let mut fds = [PollFd::new(self.read.get_ref(), PollFlags::IN)];
-        let now = Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        matches!(poll(&mut fds, Some(&now)), Ok(0))
-    }
-}
-
 /// The pool's handle on one booted worker, held by one request at a time.
 #[derive(Debug)]
 pub(crate) struct Worker {
     pub shared: Arc<WorkerShared>,
     pub ready: Arc<Ready>,
     pub served: u64,
-    pub started: Instant,
+    /// When its handshake arrived (on the runtime's clock, which tests
+    /// can pause and advance: `ttl` and `idle_ttl` are measured on it).
+    pub started: tokio::time::Instant,
     /// When the worker last went back to the idle stack.
-    pub idle_since: Instant,
+    pub idle_since: tokio::time::Instant,
     /// Requests it serves before it is replaced (`u64::MAX`: no limit).
     pub request_limit: u64,
     /// When its memory was last read, and how many requests it had served.
@@ -446,8 +319,8 @@ impl Worker {
                 fields: Default::default(),
             }),
             served: 0,
-            started: Instant::now(),
-            idle_since: Instant::now(),
+            started: tokio::time::Instant::now(),
+            idle_since: tokio::time::Instant::now(),
             request_limit: u64::MAX,
             memory_checked: (Instant::now(), 0),
             rbuf: BytesMut::with_capacity(16 * 1024),
@@ -515,10 +388,49 @@ impl Worker {
         self.shared.served.store(self.served, Ordering::Relaxed);
     }
 
+    /// Sends the stop message to a worker with nothing to do, and tells
+    /// its supervisor to give it the stop timeout (or to kill it now, if
+    /// the message could not be written).
+    pub fn stop(&self) {
+        let mut frame = BytesMut::with_capacity(hearth_proto::HEADER_LEN);
+        encode_frame(&mut frame, Kind::Stop, 0, 0, &[]);
+        if self.try_send(&frame) {
+            self.shared.retire(Retire::Graceful);
+        } else {
+            self.shared.retire(Retire::Now);
+        }
+    }
+
     /// Called between requests: drops a read buffer that grew large.
     pub fn trim(&mut self) {
         if self.rbuf.is_empty() && self.rbuf.capacity() > KEEP_BUFFER {
             self.rbuf = BytesMut::with_capacity(16 * 1024);
         }
+    }
+}
+
+/// Logs an error report (an uncaught exception, a fatal error) that the
+/// worker `pid` sent inside a request.
+pub(crate) fn log_report(pid: u32, frame: &Frame) {
+    match ErrorReport::decode(&frame.payload) {
+        Ok(report) => {
+            let trace = report.field("trace");
+            tracing::error!(
+                target: "hearth::worker",
+                pid,
+                kind = %report.field("kind"),
+                method = %report.field("method"),
+                uri = %report.field("uri"),
+                "{} {}: {} in {}:{}{}{}",
+                if report.field("kind") == "fatal" { "PHP fatal error" } else { "uncaught" },
+                report.field("class"),
+                report.field("message"),
+                report.field("file"),
+                report.field("line"),
+                if trace.is_empty() { "" } else { "\nStack trace:\n" },
+                trace,
+            );
+        }
+        Err(e) => tracing::error!(target: "hearth::worker", pid, "unreadable error report: {e}"),
     }
 }
