@@ -13,6 +13,8 @@
 //! From the public face down; each imports only modules below it (a test
 //! checks it), so no two depend on each other.
 //!
+//! - `scripted`: unit tests of the pool against scripted fake workers
+//!   (tests only).
 //! - `pool`: [`Pool`], the public face: start, status, reload, shutdown.
 //! - `reload`: replacing every worker with one running the code as it is now.
 //! - `supervisor`: one slot's loop: boot a worker, install it, watch it,
@@ -57,6 +59,8 @@ mod pool;
 mod process;
 mod recycle;
 mod reload;
+#[cfg(test)]
+mod scripted;
 mod shared;
 mod supervisor;
 mod sweep;
