@@ -5,7 +5,7 @@
 #[path = "support/mod.rs"]
 mod support;
 
-use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -276,6 +276,211 @@ fn serve_refuses_a_worker_user_who_cannot_reach_the_app_naming_what_stops_it() {
         "{err}"
     );
     assert_eq!(server.get("/pid").status, 200);
+}
+
+/// Runs PHP code with the CLI as www-data (uid and gid 33, no other
+/// group): a process of the workers' user that is not a worker.
+fn php_as_www_data(code: &str, args: &[String]) -> String {
+    let mut cmd = Command::new("php");
+    cmd.arg("-r")
+        .arg(code)
+        .args(args)
+        .uid(33)
+        .gid(33)
+        .current_dir("/");
+    let out = support::output_within(&mut cmd, Duration::from_secs(30));
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    said
+}
+
+/// A whole response (HEAD, BODY, END) to request `id`, in frames.
+fn forged_response(id: u32) -> Vec<u8> {
+    let frame = |kind: u8, payload: &[u8]| {
+        let mut f = vec![1, kind, 0, 0];
+        f.extend_from_slice(&id.to_be_bytes());
+        f.extend_from_slice(&u32::try_from(payload.len()).expect("len").to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    };
+    let mut head = 200u16.to_be_bytes().to_vec();
+    head.extend_from_slice(b"X-Forged: yes");
+    [frame(5, &head), frame(3, b"forged"), frame(4, b"")].concat()
+}
+
+/// Tries, as www-data, to open each pipe, FIFO and socket that process
+/// `pid` holds through `/proc/PID/fd/N`, as a shell redirection does (the
+/// kernel follows the link), and to write `bytes` into it. One line per
+/// descriptor: `fd N (what): written` or why not.
+fn write_through_proc_as_www_data(pid: u64, bytes: &[u8], scratch: &Path) -> String {
+    use std::os::unix::fs::FileTypeExt as _;
+    let payload = scratch.join("forged");
+    std::fs::write(&payload, bytes).expect("write");
+    std::fs::set_permissions(&payload, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let mut report = String::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd")).expect("fds") {
+        let path = entry.expect("fd").path();
+        let Ok(kind) = std::fs::metadata(&path).map(|m| m.file_type()) else {
+            continue;
+        };
+        if !kind.is_fifo() && !kind.is_socket() {
+            continue;
+        }
+        let link = std::fs::read_link(&path).unwrap_or_default();
+        let mut sh = Command::new("sh");
+        sh.arg("-c")
+            .arg(r#"cat "$1" > "$2""#)
+            .arg("sh")
+            .arg(&payload)
+            .arg(&path)
+            .uid(33)
+            .gid(33)
+            .current_dir("/");
+        let out = support::output_within(&mut sh, Duration::from_secs(10));
+        let how = if out.status.success() {
+            "written".to_owned()
+        } else {
+            String::from_utf8_lossy(&out.stderr).trim().to_owned()
+        };
+        report.push_str(&format!(
+            "fd {} ({}): {how}\n",
+            path.file_name().expect("fd").to_string_lossy(),
+            link.display()
+        ));
+    }
+    report
+}
+
+/// Issue 16 (6): a process of the workers' user cannot reopen a
+/// worker's channel through /proc and answer a request in its place.
+#[test]
+#[ignore = "needs root: run with --ignored as root"]
+fn a_process_of_the_workers_user_cannot_forge_a_response_through_proc() {
+    needs_root();
+    let (app, script) = reachable_app();
+    let marks = app.path().join("marks");
+    std::fs::create_dir(&marks).expect("mkdir");
+    std::fs::set_permissions(&marks, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let server = Server::start(&script, &["--user", "www-data", "--workers", "2"]);
+    // The worker that answers this is on top of the idle stack, so it
+    // gets the next request too, whose id is one more than its count.
+    let first = server.get("/pid").json();
+    let pid = first["pid"].as_u64().expect("pid");
+    let next_id = first["served"].as_u64().expect("served") + 1;
+    let started = marks.join("started");
+    let addr = server.addr;
+    let path = format!("/slow?ms=3000&mark={}", started.display());
+    let victim = std::thread::spawn(move || {
+        support::request(
+            addr,
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+    });
+    support::eventually(Duration::from_secs(10), "the request to start", || {
+        started.exists().then_some(())
+    });
+    let id = u32::try_from(next_id).expect("id");
+    let attempts = write_through_proc_as_www_data(pid, &forged_response(id), &marks);
+    let answer = victim.join().expect("client");
+    assert!(
+        !attempts.contains("written"),
+        "a channel of worker {pid} was opened again:\n{attempts}"
+    );
+    assert_eq!(answer.header("x-forged"), None, "{attempts}");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(answer.json()["pid"], pid, "the worker's own answer");
+}
+
+/// Issue 16 (5): the front, as root, operates on no directory that the
+/// workers' user can write for its workers' channels, so a link planted
+/// by that user is never followed and cannot keep workers from booting.
+#[test]
+#[ignore = "needs root: run with --ignored as root"]
+fn the_workers_user_cannot_plant_links_where_the_front_makes_channels() {
+    needs_root();
+    let (_app, script) = reachable_app();
+    // Where Hearth may put runtime files: a runtime directory, and a
+    // temporary directory every user can write (as /tmp).
+    let runtime = support::reachable_tempdir();
+    let tmp = support::tempdir();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let private = support::tempdir();
+    let target = private.path().join("target");
+    std::fs::write(&target, "root's").expect("write");
+    let socket = private.path().join("control.sock");
+    let args: Vec<String> = [
+        "serve",
+        &script.to_string_lossy(),
+        "--listen",
+        "127.0.0.1:0",
+        "--php",
+        &support::php_binary(),
+        "--workers",
+        "2",
+        "--user",
+        "www-data",
+        "--control-socket",
+        &socket.to_string_lossy(),
+    ]
+    .map(String::from)
+    .to_vec();
+    let server = Server::spawn_args_env(
+        &args,
+        &[("XDG_RUNTIME_DIR", runtime.path()), ("TMPDIR", tmp.path())],
+    );
+    server.wait_until_ready();
+    // As www-data: a link to root's file under every name a worker's
+    // channel ever had, in every directory there that www-data can write.
+    let planted = php_as_www_data(
+        r#"
+        [, $target, $runtime, $tmp] = $argv;
+        $dirs = [$runtime, $tmp];
+        foreach ([$runtime, $tmp] as $top) {
+            foreach (glob("$top/*", GLOB_ONLYDIR) ?: [] as $dir) {
+                $dirs[] = $dir;
+            }
+        }
+        foreach ($dirs as $dir) {
+            if (!is_writable($dir)) {
+                continue;
+            }
+            for ($n = 0; $n < 64; $n++) {
+                @symlink($target, "$dir/worker-$n.fifo");
+            }
+            echo "$dir\n";
+        }
+        "#,
+        &[
+            target.to_string_lossy().into_owned(),
+            runtime.path().to_string_lossy().into_owned(),
+            tmp.path().to_string_lossy().into_owned(),
+        ],
+    );
+    let writable: Vec<&str> = planted
+        .lines()
+        .filter(|d| *d != tmp.path().to_string_lossy())
+        .collect();
+    // Workers boot as before: a reload replaces every one.
+    let out = support::ctl(&["reload", "--control-socket", &socket.to_string_lossy()]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "reload after links were planted in {planted}: {said}\n{}",
+        server.log()
+    );
+    assert_eq!(server.get("/pid").status, 200);
+    let meta = std::fs::metadata(&target).expect("target");
+    assert_eq!((meta.uid(), meta.gid()), (0, 0), "root's file stays root's");
+    assert_eq!(
+        writable,
+        Vec::<&str>::new(),
+        "directories made by Hearth that www-data can write"
+    );
 }
 
 #[test]

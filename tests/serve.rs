@@ -971,27 +971,20 @@ fn busy_workers_get_the_stop_message_when_their_request_ends() {
 }
 
 #[test]
-fn response_fifos_are_private_and_unlinked_after_boot() {
-    use std::os::unix::fs::PermissionsExt as _;
+fn a_workers_channel_is_a_socket_on_its_standard_input() {
     let server = Server::start(&fixture("app.php"), &["--workers", "1"]);
     let pid = server.get("/pid").json()["pid"].as_u64().expect("pid");
-    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("environ");
-    let fifo = environ
-        .split(|&b| b == 0)
-        .find_map(|kv| kv.strip_prefix(b"HEARTH_RESPONSES="))
-        .map(|p| std::path::PathBuf::from(String::from_utf8_lossy(p).into_owned()))
-        .expect("the worker was started with a response FIFO");
+    let stdin = std::fs::read_link(format!("/proc/{pid}/fd/0")).expect("fd 0");
     assert!(
-        !fifo.exists(),
-        "the FIFO's name is gone once the worker booted"
+        stdin.to_string_lossy().starts_with("socket:"),
+        "{}",
+        stdin.display()
     );
-    let dir = fifo.parent().expect("dir");
-    let mode = std::fs::metadata(dir)
-        .expect("dir exists while serving")
-        .permissions()
-        .mode()
-        & 0o777;
-    assert_eq!(mode, 0o700, "{}", dir.display());
+    // Nothing on the file system: no FIFO, no path in the environment.
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).expect("environ");
+    assert!(!environ
+        .split(|&b| b == 0)
+        .any(|kv| kv.starts_with(b"HEARTH_RESPONSES=")));
 }
 
 #[test]

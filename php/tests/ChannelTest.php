@@ -302,6 +302,54 @@ final class ChannelTest extends TestCase
         self::assertSame((strlen($bytes) + 4) . ' ' . sha1($bytes . 'tail'), $report);
     }
 
+    /**
+     * Runs tests/fixtures/channel_env.php with $stdin as its standard
+     * input, as Hearth starts a worker.
+     *
+     * @param resource|array{0: string, 1: string} $stdin
+     * @return array{0: resource, 1: array<int, resource>}
+     */
+    private static function worker($stdin): array
+    {
+        $env = getenv();
+        $env['HEARTH_PROTOCOL'] = (string) Frame::VERSION;
+        $process = proc_open(
+            [PHP_BINARY, __DIR__ . '/fixtures/channel_env.php'],
+            [0 => $stdin, 1 => ['pipe', 'w'], 2 => ['pipe', 'w']],
+            $pipes,
+            null,
+            $env,
+        );
+        self::assertIsResource($process);
+        return [$process, $pipes];
+    }
+
+    public function testAWorkerTalksToHearthOverTheSocketOnItsStandardInput(): void
+    {
+        [$worker, $hearth] = $this->socketPair();
+        [$process, $pipes] = self::worker($worker);
+        fclose($worker);
+        self::write($hearth, Frame::encode(Frame::REQUEST, 9, 'x') . Frame::encode(Frame::BODY, 9, 'both ways')
+            . Frame::encode(Frame::END, 9, ''));
+        self::assertSame(Frame::encode(Frame::END, 9, 'both ways'), stream_get_contents($hearth));
+        self::assertSame('', stream_get_contents($pipes[2]));
+        fclose($pipes[1]);
+        fclose($pipes[2]);
+        self::assertSame(0, proc_close($process));
+    }
+
+    public function testAWorkerRefusesAStandardInputThatIsNotASocket(): void
+    {
+        // What a Hearth older than this library gave its workers: a pipe.
+        [$process, $pipes] = self::worker(['pipe', 'r']);
+        fclose($pipes[0]);
+        $error = stream_get_contents($pipes[2]);
+        fclose($pipes[1]);
+        fclose($pipes[2]);
+        self::assertSame(3, proc_close($process));
+        self::assertStringContainsString('not a socket', $error);
+    }
+
     public function testSendLoopsOverShortWrites(): void
     {
         $out = ShortWriteStream::open(5);

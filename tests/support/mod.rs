@@ -86,6 +86,11 @@ impl Server {
     }
 
     pub fn spawn_args(args: &[String]) -> Server {
+        Server::spawn_args_env(args, &[])
+    }
+
+    /// `spawn_args`, with these variables added to Hearth's environment.
+    pub fn spawn_args_env(args: &[String], env: &[(&str, &Path)]) -> Server {
         let mut args = args.to_vec();
         if args.first().is_some_and(|a| a == "serve") && !args.iter().any(|a| a == "--user") {
             args.extend(as_root());
@@ -95,6 +100,7 @@ impl Server {
             // Set in Hearth's own environment: it must not reach workers.
             .env("HEARTH_RESPONSES", "/nonexistent/hearth-test")
             .env("HEARTH_LOG", "debug,hyper=info")
+            .envs(env.iter().copied())
             .env_remove("RUST_LOG")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())

@@ -13,15 +13,6 @@ use crate::shared::{lock, Shared};
 use crate::worker::{Worker, WorkerShared};
 use crate::{Error, Paths};
 
-/// Removes a path when dropped.
-struct Unlink(std::path::PathBuf);
-
-impl Drop for Unlink {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 /// Clears a slot's booting mark when dropped.
 struct Booting<'a>(Option<&'a std::sync::Mutex<Option<(u32, Instant)>>>);
 
@@ -42,17 +33,13 @@ pub(crate) async fn boot(
     paths: Arc<Paths>,
 ) -> Result<(Worker, Child), Error> {
     let config = &shared.config;
-    let fifo = shared.next_fifo();
-    // The FIFO's name is only needed until the worker has opened it, which
-    // it does before its handshake; it goes when boot() returns.
-    let _unlink = fifo.clone().map(Unlink);
     let Spawned {
         mut child,
         pid,
         channel,
         output,
         forwarders,
-    } = process::spawn(config, &shared.php, &paths, fifo.as_deref())?;
+    } = process::spawn(config, &shared.php, &paths)?;
     let _booting = Booting(slot.map(|slot| {
         let mark = &shared.booting[slot];
         *lock(mark) = Some((pid, Instant::now()));

@@ -1,5 +1,5 @@
 //! Hearth's end of a worker's channel: non-blocking reads and writes on
-//! the descriptors the worker was started with.
+//! one end of a socketpair whose other end is the worker's standard input.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
@@ -9,16 +9,20 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
 /// Hearth's end of a worker's channel: what it reads responses from and
-/// what it writes requests to. Either two pipes (requests on a pipe that is
-/// the worker's stdin, responses on a FIFO the worker opens by path) or, when
-/// the worker cannot open that path, one socketpair for both.
+/// what it writes requests to, one Unix stream socket both ways.
 ///
-/// Pipes cost less per request than a unix socket: no buffer objects to
-/// allocate, and reading a response does not wake the worker (freeing a
-/// socket's buffer signals "writable" to its sleeping owner; draining a pipe
-/// that was not full signals nothing). The read side is registered for
-/// readability only; writability is only waited for when a write would
-/// block, through a short-lived second registration.
+/// A socket, not pipes, because a socket cannot be opened again through
+/// `/proc/PID/fd/N`: no other process of the workers' user can reach the
+/// channel that way to read a request or answer one in the worker's place
+/// (a FIFO the worker opens by path is owned by that user, so any of its
+/// processes could). It costs more per request than pipes, about 4 µs of
+/// CPU for a request and its response, measured on Linux 6.18: the kernel
+/// allocates a buffer object per write (docs/protocol.md, "Transport").
+///
+/// The read side is registered for readability only, so that the
+/// "writable" wake-up a socket sends when its peer drains it does not wake
+/// the runtime; writability is only waited for when a write would block,
+/// through a short-lived second registration of a duplicate descriptor.
 #[derive(Debug)]
 pub(crate) struct Channel {
     read: AsyncFd<OwnedFd>,
@@ -41,7 +45,7 @@ fn set_nonblocking(fd: &OwnedFd) -> std::io::Result<()> {
 }
 
 impl Channel {
-    /// A channel over one socket, both ways.
+    /// A channel over Hearth's end of a socketpair.
     pub fn socket(socket: UnixStream) -> std::io::Result<Channel> {
         let fd = OwnedFd::from(socket);
         set_nonblocking(&fd)?;
@@ -49,17 +53,6 @@ impl Channel {
         Ok(Channel {
             read: register(fd, Interest::READABLE)?,
             write,
-        })
-    }
-
-    /// A channel over the read end of the worker's response FIFO and the
-    /// write end of its request pipe.
-    pub fn pipes(responses: OwnedFd, requests: OwnedFd) -> std::io::Result<Channel> {
-        set_nonblocking(&responses)?;
-        set_nonblocking(&requests)?;
-        Ok(Channel {
-            read: register(responses, Interest::READABLE)?,
-            write: requests,
         })
     }
 

@@ -16,9 +16,6 @@ pub struct PhpInfo {
     /// The `disable_functions` of the binary's php.ini, kept when Hearth
     /// adds its own entries.
     pub disable_functions: String,
-    /// The `open_basedir` of the binary's php.ini. When set, workers may
-    /// not be able to open their response FIFO, so they use a socket.
-    pub open_basedir: String,
 }
 
 impl PhpInfo {
@@ -30,8 +27,7 @@ impl PhpInfo {
             .tempfile()?;
         script.write_all(
             b"<?php echo 'version=', PHP_VERSION, \"\\n\", 'sapi=', PHP_SAPI, \"\\n\", \
-              'disable_functions=', ini_get('disable_functions'), \"\\n\", \
-              'open_basedir=', ini_get('open_basedir'), \"\\n\";",
+              'disable_functions=', ini_get('disable_functions'), \"\\n\";",
         )?;
         script.flush()?;
         let mut cmd = tokio::process::Command::new(binary);
@@ -62,7 +58,6 @@ impl PhpInfo {
                 version,
                 sapi,
                 disable_functions: field("disable_functions").unwrap_or_default(),
-                open_basedir: field("open_basedir").unwrap_or_default(),
             }),
             _ => Err(Error::boot(format!(
                 "{} is not a working PHP binary ({}): {}{}",
@@ -100,8 +95,7 @@ const CGI_VARIABLES: &[&str] = &[
 ];
 
 /// The command that starts one worker, running the app from `paths`. Its
-/// channel is attached by the caller (stdin, and the FIFO path in
-/// HEARTH_RESPONSES).
+/// channel is attached by the caller (on standard input).
 pub(crate) fn worker_command(
     config: &PoolConfig,
     info: &PhpInfo,

@@ -55,40 +55,7 @@ impl Pool {
         let php = PhpInfo::probe(&config.php).await?;
         let paths = Arc::new(Paths::resolve(&config)?);
         let workers = config.workers.max(1);
-        let open_basedir = config
-            .ini
-            .iter()
-            .rev()
-            .find(|(name, _)| name == "open_basedir")
-            .map_or(php.open_basedir.as_str(), |(_, value)| value.as_str());
-        let fifo_dir = if open_basedir.trim().is_empty() {
-            let base = std::env::var_os("XDG_RUNTIME_DIR")
-                .map(std::path::PathBuf::from)
-                .filter(|d| d.is_dir())
-                .unwrap_or_else(std::env::temp_dir);
-            use std::os::unix::fs::PermissionsExt as _;
-            match tempfile::Builder::new()
-                .prefix("hearth-")
-                .permissions(std::fs::Permissions::from_mode(0o700))
-                .tempdir_in(&base)
-            {
-                Ok(dir) => {
-                    // Workers running as another user open their FIFOs here.
-                    if let Some(user) = &config.user {
-                        std::os::unix::fs::chown(dir.path(), Some(user.uid), Some(user.gid))?;
-                    }
-                    Some(dir)
-                }
-                Err(e) => {
-                    tracing::warn!("cannot create a directory for worker pipes in {}: {e}; workers use sockets", base.display());
-                    None
-                }
-            }
-        } else {
-            tracing::info!("open_basedir is set: workers talk to Hearth over sockets");
-            None
-        };
-        let shared = Arc::new(Shared::new(config, php, paths, fifo_dir));
+        let shared = Arc::new(Shared::new(config, php, paths));
         let mut handles: Vec<_> = (0..workers)
             .map(|slot| tokio::spawn(supervise(shared.clone(), slot)))
             .collect();
@@ -313,7 +280,6 @@ impl Pool {
     /// Kills every worker (and whatever it started) at once, for a server
     /// that must exit now. Workers are in process groups of their own.
     pub fn kill_all(&self) {
-        self.shared.remove_fifo_dir();
         for slot in &self.shared.slots {
             if let Some(w) = lock(slot).as_ref() {
                 if let Some(pid) = i32::try_from(w.pid)

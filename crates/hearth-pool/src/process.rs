@@ -1,7 +1,6 @@
 //! Starting a worker process and forwarding what it prints to the log.
 
 use std::os::fd::OwnedFd;
-use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
@@ -136,44 +135,13 @@ fn is_cgi_header(line: &str) -> bool {
     })
 }
 
-/// Starts a worker running the app from `paths`. With `fifo` (a path in a private directory) it talks
-/// over pipes: requests on its stdin, responses on a FIFO it opens at that
-/// path; without, over one socketpair on its stdin.
-pub(crate) fn spawn(
-    config: &PoolConfig,
-    info: &PhpInfo,
-    paths: &Paths,
-    fifo: Option<&Path>,
-) -> Result<Spawned, Error> {
+/// Starts a worker running the app from `paths`, its channel one end of a
+/// socketpair on its standard input (see [`Channel`]).
+pub(crate) fn spawn(config: &PoolConfig, info: &PhpInfo, paths: &Paths) -> Result<Spawned, Error> {
     let mut cmd = worker_command(config, info, paths);
-    let channel = match fifo {
-        Some(path) => {
-            use rustix::fs::{mkfifoat, open, Mode, OFlags, CWD};
-            use rustix::pipe::{pipe_with, PipeFlags};
-            mkfifoat(CWD, path, Mode::RUSR | Mode::WUSR).map_err(std::io::Error::from)?;
-            if let Some(user) = &config.user {
-                std::os::unix::fs::chown(path, Some(user.uid), Some(user.gid))?;
-            }
-            // Non-blocking, so opening does not wait for the worker to
-            // open the other end.
-            let responses = open(
-                path,
-                OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
-                Mode::empty(),
-            )
-            .map_err(std::io::Error::from)?;
-            let (requests_out, requests_in) =
-                pipe_with(PipeFlags::CLOEXEC).map_err(std::io::Error::from)?;
-            cmd.stdin(Stdio::from(requests_out));
-            cmd.env("HEARTH_RESPONSES", path);
-            Channel::pipes(responses, requests_in)?
-        }
-        None => {
-            let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
-            cmd.stdin(Stdio::from(OwnedFd::from(theirs)));
-            Channel::socket(ours)?
-        }
-    };
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
+    cmd.stdin(Stdio::from(OwnedFd::from(theirs)));
+    let channel = Channel::socket(ours)?;
     let mut child = cmd.spawn().map_err(|e| {
         Error::boot(format!(
             "cannot start {} {}: {e}",

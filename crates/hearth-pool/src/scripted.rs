@@ -44,14 +44,13 @@ fn pool(workers: usize, tune: impl FnOnce(&mut PoolConfig)) -> Arc<Shared> {
         version: "8.2.0".to_owned(),
         sapi: "cgi-fcgi".to_owned(),
         disable_functions: String::new(),
-        open_basedir: String::new(),
     };
     let paths = Arc::new(Paths {
         script: config.script.clone(),
         cwd: "/srv/app".into(),
         document_root: None,
     });
-    Arc::new(Shared::new(config, php, paths, None))
+    Arc::new(Shared::new(config, php, paths))
 }
 
 /// The worker's end of a fake worker's channel.

@@ -56,21 +56,12 @@ pub(crate) struct Shared {
     pub dormant: AtomicUsize,
     /// Wakes a dormant slot: a request had to wait for a worker.
     pub grow: Notify,
-    /// Where workers' response FIFOs are made; none when workers use
-    /// sockets (see [`crate::PhpInfo::open_basedir`]).
-    fifo_dir: Option<tempfile::TempDir>,
-    fifos: AtomicU64,
 }
 
 impl Shared {
     /// The state of a pool of `config.workers` slots (at least one), none
     /// of them running yet.
-    pub fn new(
-        config: PoolConfig,
-        php: PhpInfo,
-        paths: Arc<Paths>,
-        fifo_dir: Option<tempfile::TempDir>,
-    ) -> Shared {
+    pub fn new(config: PoolConfig, php: PhpInfo, paths: Arc<Paths>) -> Shared {
         let workers = config.workers.max(1);
         Shared {
             php,
@@ -95,8 +86,6 @@ impl Shared {
             started: AtomicU64::new(0),
             dormant: AtomicUsize::new(0),
             grow: Notify::new(),
-            fifo_dir,
-            fifos: AtomicU64::new(0),
             config,
         }
     }
@@ -109,21 +98,6 @@ impl Shared {
     /// Where workers booted from now on run the app from (a reload).
     pub fn set_paths(&self, paths: Arc<Paths>) {
         *lock(&self.paths) = paths;
-    }
-
-    /// A fresh path for a worker's response FIFO, if workers use pipes.
-    pub fn next_fifo(&self) -> Option<std::path::PathBuf> {
-        let dir = self.fifo_dir.as_ref()?;
-        let n = self.fifos.fetch_add(1, Ordering::Relaxed);
-        Some(dir.path().join(format!("worker-{n}.fifo")))
-    }
-
-    /// Removes the directory of the workers' FIFOs now (a server that
-    /// must exit at once does not run destructors).
-    pub fn remove_fifo_dir(&self) {
-        if let Some(dir) = &self.fifo_dir {
-            let _ = std::fs::remove_dir_all(dir.path());
-        }
     }
 
     /// Why waiting for a worker is pointless: every slot is failing to boot.

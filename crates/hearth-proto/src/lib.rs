@@ -1,8 +1,8 @@
 //! The protocol spoken between Hearth and its PHP workers.
 //!
-//! A worker talks to Hearth over a channel of its own (pipes: its stdin
-//! and a FIFO; or a socket on its stdin), never over stdout, so nothing a
-//! PHP script prints can corrupt the conversation. Everything on that socket is a [`Frame`]: a 12-byte
+//! A worker talks to Hearth over a channel of its own (a socket on its
+//! stdin), never over stdout, so nothing a PHP script prints can corrupt
+//! the conversation. Everything on that socket is a [`Frame`]: a 12-byte
 //! versioned header followed by a payload whose length the header declares.
 //! `docs/protocol.md` is the specification; `tests/vectors/protocol.json`
 //! holds the test vectors that both this crate and the PHP library decode.

@@ -5,18 +5,15 @@ declare(strict_types=1);
 namespace Hearth\Internal;
 
 /**
- * The worker's end of its channel to Hearth.
+ * The worker's end of its channel to Hearth: a Unix stream socket on
+ * standard input, both ways (any SAPI can open php://stdin; only the CLI
+ * can open other descriptors by number).
  *
- * Two pipes when Hearth sets HEARTH_RESPONSES: requests arrive on standard
- * input, responses go to the FIFO at that path (any SAPI can open
- * php://stdin and a path; only the CLI can open other descriptors by
- * number). Otherwise one socket on standard input, both ways.
- *
- * On a socket, plain PHP streams wait with poll() before each recv(), on
- * purpose: a worker blocked in recv() itself (ext/sockets) is also woken
- * each time Hearth reads a response, because that frees space on the
- * worker's side of the socket; poll() waits for input only. Pipes have
- * neither cost. Short reads and writes are normal and handled here.
+ * Plain PHP streams wait with poll() before each recv(), on purpose: a
+ * worker blocked in recv() itself (ext/sockets) is also woken each time
+ * Hearth reads a response, because that frees space on the worker's side
+ * of the socket; poll() waits for input only. Short reads and writes are
+ * normal and handled here.
  *
  * @internal
  */
@@ -24,8 +21,8 @@ final class Channel
 {
     private const READ_SIZE = 65536;
 
-    /** How Hearth tells a worker where its channel is (docs/protocol.md). */
-    private const ENVIRONMENT = ['HEARTH_PROTOCOL', 'HEARTH_MAX_PAYLOAD', 'HEARTH_RESPONSES'];
+    /** What Hearth tells a worker about its channel (docs/protocol.md). */
+    private const ENVIRONMENT = ['HEARTH_PROTOCOL', 'HEARTH_MAX_PAYLOAD'];
 
     /** @var resource */
     private $in;
@@ -55,31 +52,32 @@ final class Channel
      * Opens the channel Hearth set up for this process, with the payload
      * limit Hearth gave (HEARTH_MAX_PAYLOAD): at most 64 MiB, the
      * protocol's hard cap, and 16 MiB when it gave none.
+     *
+     * @throws \RuntimeException when standard input is not a socket: not
+     *         started by Hearth, or by a Hearth older than this library
+     *         (which gave its workers a pipe and a FIFO)
      */
     public static function fromEnvironment(): self
     {
         $maxPayload = (int) getenv('HEARTH_MAX_PAYLOAD');
         $maxPayload = $maxPayload > 0 ? min($maxPayload, 67108864) : 16777216;
-        $responses = (string) getenv('HEARTH_RESPONSES');
-        $in = fopen('php://stdin', $responses === '' ? 'r+' : 'r');
-        if ($in === false) {
+        $stream = @fopen('php://stdin', 'r+');
+        if ($stream === false) {
             throw new \RuntimeException('cannot open the Hearth channel on standard input');
         }
-        if ($responses === '') {
-            return new self($in, $in, $maxPayload);
+        $mode = fstat($stream)['mode'] ?? 0;
+        if (($mode & 0170000) !== 0140000) {
+            throw new \RuntimeException(
+                'the Hearth channel is not on standard input, which is not a socket: '
+                . 'run this worker with the hearth binary this PHP library came with'
+            );
         }
-        $out = @fopen($responses, 'w');
-        if ($out === false) {
-            $error = error_get_last()['message'] ?? 'unknown error';
-            throw new \RuntimeException("cannot open the Hearth response pipe {$responses}: {$error}");
-        }
-        return new self($in, $out, $maxPayload);
+        return new self($stream, $stream, $maxPayload);
     }
 
     /**
-     * Removes the variables that told this worker where its channel is:
-     * the app has no use for them, and the FIFO's path is better unknown
-     * once it is open.
+     * Removes the variables Hearth set for the library: the app has no use
+     * for them.
      */
     public static function hideEnvironment(): void
     {
