@@ -15,7 +15,7 @@ use tokio::io::Interest;
 /// `/proc/PID/fd/N`: no other process of the workers' user can reach the
 /// channel that way to read a request or answer one in the worker's place
 /// (a FIFO the worker opens by path is owned by that user, so any of its
-/// processes could). It costs more per request than pipes, about 4 µs of
+/// processes could). It costs more per request than pipes, 4 to 5 µs of
 /// CPU for a request and its response, measured on Linux 6.18: the kernel
 /// allocates a buffer object per write (docs/protocol.md, "Transport").
 ///
