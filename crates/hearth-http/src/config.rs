@@ -67,9 +67,11 @@ pub struct ServeConfig {
     /// complete before their connections are dropped.
     pub grace_period: Duration,
     /// A hard limit on how long a worker may take over a request, from the
-    /// moment it has it to the end of the response: past it the worker is
-    /// stopped (SIGTERM, then SIGKILL) and replaced, and the client gets
-    /// 504 (or, mid-stream, a cut connection). None: no limit.
+    /// moment it has it to the end of the response (read into Hearth's
+    /// buffers: a slow client does not count, unless the buffers are
+    /// full): past it the worker is stopped (SIGTERM, then
+    /// SIGKILL) and replaced, and the client gets 504 (or, mid-stream, a
+    /// cut connection). None: no limit.
     pub request_timeout: Option<Duration>,
     /// Serve HTTPS with this certificate: HTTP/2 or HTTP/1.1, as the
     /// client chooses by ALPN. None: plain HTTP.
@@ -80,6 +82,18 @@ pub struct ServeConfig {
     /// Most requests an HTTP/2 connection may have in flight at once
     /// (nginx's `http2_max_concurrent_streams`).
     pub max_concurrent_streams: u32,
+    /// Bytes of a response each request may hold in memory while its
+    /// client takes them (nginx's `fastcgi_buffers`); more goes to the
+    /// shared `response_memory`, then to a temporary file.
+    pub response_buffer_size: usize,
+    /// Bytes of responses held in memory across all connections beyond
+    /// each one's `response_buffer_size` (at most 1 MiB each).
+    pub response_memory: u64,
+    /// Bytes of responses held in temporary files across all connections
+    /// (nginx's `fastcgi_max_temp_file_size`, which is per request). Past
+    /// it, a worker waits for its client, within `request_timeout`. 0:
+    /// responses never go to disk.
+    pub max_response_spool: u64,
     /// Metrics and the access log, when either is on.
     pub observer: Observer,
 }
@@ -114,6 +128,9 @@ impl ServeConfig {
             tls: None,
             h2c: false,
             max_concurrent_streams: 128,
+            response_buffer_size: 32 << 10,
+            response_memory: 64 << 20,
+            max_response_spool: 1 << 30,
             observer: Observer::default(),
         }
     }

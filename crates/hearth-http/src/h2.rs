@@ -3,6 +3,10 @@
 //! GOAWAY that lets requests in flight finish: after the keep-alive
 //! timeout without a request (hyper has no idle timeout for HTTP/2), and
 //! when the server shuts down.
+//!
+//! What a stream buffers for sending is bounded: hyper is handed at most
+//! [`CHUNK`] of a response at a time, h2 buffers at most [`SEND_BUFFER`]
+//! of it beyond what the client's window lets through.
 
 use std::error::Error as StdError;
 use std::sync::Arc;
@@ -19,6 +23,11 @@ use tokio::time::Instant;
 
 use crate::config::ServeConfig;
 use crate::guard::Shared;
+use crate::sendbuf::CHUNK;
+
+/// Bytes of a response one stream's h2 send buffer holds at most (hyper's
+/// default is 400 KiB): two of the pieces hyper is handed.
+const SEND_BUFFER: usize = 2 * CHUNK;
 
 /// How the server's HTTP/2 connections are served.
 #[derive(Debug)]
@@ -34,6 +43,7 @@ impl Http2 {
         builder
             .timer(TokioTimer::new())
             .max_concurrent_streams(config.max_concurrent_streams)
+            .max_send_buf_size(SEND_BUFFER)
             // The head limits in HPACK's terms: 32 bytes per field on top
             // of its name and value.
             .max_header_list_size(

@@ -28,6 +28,8 @@
 //! - `static_files`: files from the document root, served as nginx would.
 //! - `compress`: gzip and brotli for clients that accept them.
 //! - `response`: the worker's response frames turned into an HTTP response.
+//! - `sendbuf`: what a response holds while its client takes it: memory,
+//!   then a temporary file, within budgets shared by all responses.
 //! - `config`: [`ServeConfig`], the settings and their defaults.
 //! - `observe`: a response body wrapper that records each request.
 //! - `admin`: `/metrics`, `/healthz` and `/readyz` on an address of their own.
@@ -57,6 +59,7 @@ mod observe;
 mod protocol;
 mod request;
 mod response;
+mod sendbuf;
 mod server;
 mod static_files;
 mod target;

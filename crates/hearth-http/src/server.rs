@@ -25,6 +25,7 @@ use crate::h2::Http2;
 use crate::observe::{Observed, Record, WorkerPid};
 use crate::protocol::{self, Negotiation, Protocol};
 use crate::response::{self, ResponseBody};
+use crate::sendbuf::{self, Budget};
 use crate::tls::TlsConfig;
 use crate::{compress, request, static_files};
 
@@ -34,6 +35,8 @@ struct App {
     config: ServeConfig,
     /// Turns requests into what the workers receive.
     requests: request::Encoder,
+    /// What responses may hold while their clients take them.
+    responses: sendbuf::Limits,
 }
 
 /// Serves HTTP (see [`ServeConfig::tls`] and [`ServeConfig::h2c`]) on `listener` until `shutdown` completes, then stops
@@ -47,6 +50,12 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let app = Arc::new(App {
         requests: request::Encoder::new(&config),
+        responses: sendbuf::Limits {
+            buffer: config.response_buffer_size,
+            memory: Budget::new(config.response_memory),
+            disk: Budget::new(config.max_response_spool),
+            dir: None,
+        },
         pool,
         config,
     });
@@ -253,8 +262,11 @@ async fn respond(
         Ok(lease) => lease,
         Err(e) => return Ok(failure(&e, config)),
     };
-    if let Some(limit) = config.request_timeout {
-        lease.set_deadline(tokio::time::Instant::now() + limit);
+    let deadline = config
+        .request_timeout
+        .map(|limit| tokio::time::Instant::now() + limit);
+    if let Some(deadline) = deadline {
+        lease.set_deadline(deadline);
     }
     let pid = lease.pid();
     // Files the worker reads stay until the request has ended in it.
@@ -264,7 +276,11 @@ async fn respond(
         parts.method.as_str(),
         parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),
     );
-    let mut response = match response::read(lease, &parts.method, keep).await {
+    let reading = response::Reading {
+        deadline,
+        limits: &app.responses,
+    };
+    let mut response = match response::read(lease, &parts.method, keep, reading).await {
         Ok(response) if config.compression => {
             compress::php_response(response, &parts.method, &parts.headers).await
         }

@@ -85,6 +85,11 @@ pub struct ServeOptions {
     /// How long an idle connection is kept open between requests; 0: no keep-alive
     #[arg(long, value_name = "DURATION")]
     pub keep_alive_timeout: Seconds,
+    /// Responses waiting for slow clients may fill temporary files up to SIZE in
+    /// all; past it a worker waits for its client, within --request-timeout; 0: no
+    /// temporary files
+    #[arg(long, value_name = "SIZE")]
+    pub max_response_spool: Size,
     /// Most connections open at once; more wait in the listen backlog
     #[arg(long, value_name = "N")]
     pub max_connections: usize,
@@ -205,6 +210,8 @@ impl Default for ServeOptions {
             header_timeout: Seconds::from_secs(60),
             body_timeout: Seconds::from_secs(60),
             keep_alive_timeout: Seconds::from_secs(75),
+            // nginx's fastcgi_max_temp_file_size, but for all responses.
+            max_response_spool: Size(1 << 30),
             max_connections: 10_000,
             server_name: "localhost".to_owned(),
             root: None,
@@ -393,6 +400,7 @@ impl ServeOptions {
         http.header_timeout = self.header_timeout.0;
         http.body_timeout = self.body_timeout.0;
         http.keep_alive_timeout = self.keep_alive_timeout.0;
+        http.max_response_spool = self.max_response_spool.0;
         http.grace_period = self.grace_period.0;
         http.request_timeout = self.request_timeout.nonzero();
         http.tls = tls;

@@ -1,0 +1,240 @@
+//! Clients that take their responses slowly, or not at all, or ask for
+//! many at once, cost a bounded amount of memory and time, never a worker
+//! (issue 16, items 3, 4 and 7): responses are read from the worker at its
+//! pace into memory and then a temporary file.
+//!
+//! HTTP/2 clients are the `h2` crate's, over h2c; HTTP/1.1 clients are raw
+//! sockets. Every wait is bounded.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::io::Write as _;
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use support::{eventually, fixture, Server};
+
+/// A response larger than anything kernel buffers absorb, written by the
+/// app in one `echo` (so it reaches Hearth as a few large frames).
+const BIG_ECHO: &str = "/big-echo?n=25165824";
+/// The same size, written in 64 KiB `echo`s: PHP streams it in 1 MiB
+/// pieces as it goes.
+const BIG_STREAM: &str = "/big?n=25165824";
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// An h2c connection (prior knowledge) whose client reads responses only
+/// when told to, and never opens a window it was not asked to.
+async fn h2_connect(addr: SocketAddr) -> h2::client::SendRequest<Bytes> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (send, connection) = h2::client::handshake(tcp).await.expect("h2 handshake");
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    send.ready().await.expect("ready")
+}
+
+/// Sends GET `path` on `send` and waits for the response head.
+async fn h2_get(
+    send: &mut h2::client::SendRequest<Bytes>,
+    path: &str,
+) -> http::Response<h2::RecvStream> {
+    let request = http::Request::get(format!("http://localhost{path}"))
+        .body(())
+        .expect("request");
+    let (response, _) = send
+        .clone()
+        .ready()
+        .await
+        .expect("ready")
+        .send_request(request, true)
+        .expect("send");
+    tokio::time::timeout(Duration::from_secs(30), response)
+        .await
+        .expect("a response head within 30 s")
+        .expect("response")
+}
+
+/// Hearth's resident memory now and at its peak, in KiB.
+fn memory(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .expect("memory field")
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Requests the workers have finished, and requests they are running.
+fn served_and_busy(socket: &Path) -> (u64, u64) {
+    let status = support::status_json(socket);
+    let served = status["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .map(|w| w["requests"].as_u64().unwrap_or(0))
+        .sum();
+    (served, status["pool"]["busy"].as_u64().unwrap_or(0))
+}
+
+/// A plain HTTP/1.1 GET that is never read.
+fn never_read(addr: SocketAddr, path: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").expect("send");
+    stream
+}
+
+/// Issue 16, item 3: eight HTTP/2 clients ask for 24 MiB each and never
+/// send WINDOW_UPDATE. Hearth used to hold every response whole (238 MiB
+/// for eight); what waits for them now goes to disk past a bounded
+/// amount of memory.
+#[test]
+fn http2_clients_that_never_open_their_window_do_not_pin_response_memory() {
+    let control = support::tempdir();
+    let socket = control.path().join("control.sock");
+    let server = Server::start(
+        &fixture("app.php"),
+        &[
+            "--workers",
+            "2",
+            "--h2c",
+            "--control-socket",
+            &socket.to_string_lossy(),
+        ],
+    );
+    assert_eq!(server.get("/pid").status, 200);
+    let (_, peak_before) = memory(server.pid());
+    let (served_before, _) = served_and_busy(&socket);
+    let rt = runtime();
+    let clients = 8;
+    let held = rt.block_on(async {
+        let mut held = Vec::new();
+        for _ in 0..clients {
+            let mut send = h2_connect(server.addr).await;
+            let response = h2_get(&mut send, BIG_ECHO).await;
+            assert_eq!(response.status(), 200);
+            held.push((send, response));
+        }
+        held
+    });
+    eventually(
+        Duration::from_secs(60),
+        "the workers to have written every response",
+        || {
+            let (served, busy) = served_and_busy(&socket);
+            (served >= served_before + clients && busy == 0).then_some(())
+        },
+    );
+    let (rss, peak) = memory(server.pid());
+    let grown = peak.saturating_sub(peak_before);
+    eprintln!(
+        "{clients} clients x 24 MiB never read: VmRSS {rss} KiB, VmHWM {peak} KiB \
+         ({grown} KiB over the {peak_before} KiB before)"
+    );
+    assert!(
+        grown < 64 << 10,
+        "Hearth's peak memory grew by {grown} KiB for {clients} responses its clients never took"
+    );
+    // And the site still answers.
+    assert_eq!(server.get("/pid").status, 200);
+    drop(held);
+}
+
+/// Issue 16, item 4: with two workers, two clients that never read a
+/// large response (one over HTTP/1.1, one over HTTP/2 without window
+/// updates) used to hold both workers as long as they liked (a 503 for
+/// everyone else after the queue timeout). The workers are free as soon
+/// as they have written their responses.
+#[test]
+fn clients_that_never_read_do_not_hold_workers() {
+    let control = support::tempdir();
+    let socket = control.path().join("control.sock");
+    let server = Server::start(
+        &fixture("app.php"),
+        &[
+            "--workers",
+            "2",
+            "--h2c",
+            "--queue-timeout",
+            "10",
+            "--control-socket",
+            &socket.to_string_lossy(),
+        ],
+    );
+    let (served_before, _) = served_and_busy(&socket);
+    let _http1 = never_read(server.addr, BIG_STREAM);
+    let rt = runtime();
+    let _http2 = rt.block_on(async {
+        let mut send = h2_connect(server.addr).await;
+        let response = h2_get(&mut send, BIG_STREAM).await;
+        (send, response)
+    });
+    eventually(
+        Duration::from_secs(30),
+        "both requests to reach a worker",
+        || {
+            let (served, busy) = served_and_busy(&socket);
+            (served + busy >= served_before + 2).then_some(())
+        },
+    );
+    let started = Instant::now();
+    let answer = server.get("/pid");
+    let took = started.elapsed();
+    eprintln!(
+        "a normal request behind two clients that never read: {} after {took:?}",
+        answer.status
+    );
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert!(
+        took < Duration::from_secs(5),
+        "a normal request waited {took:?} for a worker"
+    );
+}
+
+/// Issue 16, item 4: a response that cannot be spooled (here, with
+/// `--max-response-spool 0`, past memory) makes its worker wait for the
+/// client, but never past `--request-timeout`: the worker is then stopped
+/// and replaced, the response cut, and the site serves on.
+#[test]
+fn a_worker_waiting_on_a_client_that_never_reads_is_stopped_at_the_request_timeout() {
+    let control = support::tempdir();
+    let socket = control.path().join("control.sock");
+    let server = Server::start(
+        &fixture("app.php"),
+        &[
+            "--workers",
+            "1",
+            "--max-response-spool",
+            "0",
+            "--request-timeout",
+            "2",
+            "--control-socket",
+            &socket.to_string_lossy(),
+        ],
+    );
+    let _client = never_read(server.addr, BIG_STREAM);
+    server.wait_for_log(
+        "response cut: its client took nothing while the response filled memory and disk \
+         until the request timeout; stopping the worker",
+        Duration::from_secs(30),
+    );
+    eventually(Duration::from_secs(30), "the worker replaced", || {
+        let status = support::status_json(&socket);
+        (status["pool"]["restarts_by_reason"]["request_timeout"] == 1).then_some(())
+    });
+    let answer = server.get("/pid");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+}
