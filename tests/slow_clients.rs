@@ -1,7 +1,8 @@
 //! Clients that take their responses slowly, or not at all, or ask for
 //! many at once, cost a bounded amount of memory and time, never a worker
 //! (issue 16, items 3, 4 and 7): responses are read from the worker at its
-//! pace into memory and then a temporary file.
+//! pace into memory and then a temporary file, and a response its client
+//! stops taking is cut after `--send-timeout`.
 //!
 //! HTTP/2 clients are the `h2` crate's, over h2c; HTTP/1.1 clients are raw
 //! sockets. Every wait is bounded.
@@ -9,7 +10,7 @@
 #[path = "support/mod.rs"]
 mod support;
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -95,6 +96,17 @@ fn never_read(addr: SocketAddr, path: &str) -> TcpStream {
     let mut stream = TcpStream::connect(addr).expect("connect");
     write!(stream, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").expect("send");
     stream
+}
+
+fn admin_addr(server: &Server) -> SocketAddr {
+    server.wait_for_log("admin endpoints", Duration::from_secs(10));
+    server
+        .log()
+        .split("admin endpoints (/metrics, /healthz, /readyz) at http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .expect("admin address in the log")
 }
 
 /// Issue 16, item 3: eight HTTP/2 clients ask for 24 MiB each and never
@@ -237,4 +249,84 @@ fn a_worker_waiting_on_a_client_that_never_reads_is_stopped_at_the_request_timeo
     });
     let answer = server.get("/pid");
     assert_eq!(answer.status, 200, "{}", answer.text());
+}
+
+/// Issues 16, items 3 and 4: a response whose client takes nothing for
+/// `--send-timeout` is cut: the HTTP/2 stream is reset (the connection
+/// lives on), the HTTP/1.1 connection closed; each is logged and counted
+/// in /metrics.
+#[test]
+fn a_response_its_client_stops_taking_is_cut_after_the_send_timeout() {
+    let server = Server::start(
+        &fixture("app.php"),
+        &[
+            "--workers",
+            "2",
+            "--h2c",
+            "--send-timeout",
+            "2",
+            "--admin",
+            "127.0.0.1:0",
+        ],
+    );
+    let admin = admin_addr(&server);
+    let mut http1 = never_read(server.addr, BIG_STREAM);
+    let rt = runtime();
+    let started = Instant::now();
+    let (reason, after, still_serves) = rt.block_on(async {
+        let mut send = h2_connect(server.addr).await;
+        let response = h2_get(&mut send, BIG_ECHO).await;
+        let mut body = response.into_body();
+        // Take what the initial window let through, never release it.
+        let cut = tokio::time::timeout(Duration::from_secs(30), async {
+            loop {
+                match body.data().await {
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => return e.reason(),
+                    None => return None,
+                }
+            }
+        })
+        .await
+        .expect("the stream to end within 30 s");
+        let after = started.elapsed();
+        // The connection itself is still good.
+        let again = h2_get(&mut send, "/pid").await;
+        (cut, after, again.status())
+    });
+    assert_eq!(reason, Some(h2::Reason::CANCEL), "the stream is reset");
+    assert!(after >= Duration::from_secs(2), "reset after {after:?}");
+    assert_eq!(still_serves, 200);
+    server.wait_for_log(
+        "closed a connection: its client took nothing for 2s (send timeout)",
+        Duration::from_secs(30),
+    );
+    server.wait_for_log("reset an HTTP/2 stream", Duration::from_secs(5));
+    // The HTTP/1.1 client finds the response cut: what the kernel had
+    // buffered, then the end.
+    http1
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let mut received = 0usize;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match http1.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => received += n,
+        }
+    }
+    assert!(
+        received < 24 << 20,
+        "{received} bytes: the response was not cut"
+    );
+    let metrics = eventually(Duration::from_secs(10), "the cuts in /metrics", || {
+        let text = support::request(
+            admin,
+            b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .text();
+        text.contains("hearth_http_send_timeouts_total 2")
+            .then_some(text)
+    });
+    assert!(metrics.contains("# TYPE hearth_http_send_timeouts counter"));
 }

@@ -68,8 +68,8 @@ pub struct ServeConfig {
     pub grace_period: Duration,
     /// A hard limit on how long a worker may take over a request, from the
     /// moment it has it to the end of the response (read into Hearth's
-    /// buffers: a slow client does not count, unless the buffers are
-    /// full): past it the worker is stopped (SIGTERM, then
+    /// buffers: a slow client is `send_timeout`'s business, unless the
+    /// buffers are full): past it the worker is stopped (SIGTERM, then
     /// SIGKILL) and replaced, and the client gets 504 (or, mid-stream, a
     /// cut connection). None: no limit.
     pub request_timeout: Option<Duration>,
@@ -82,6 +82,10 @@ pub struct ServeConfig {
     /// Most requests an HTTP/2 connection may have in flight at once
     /// (nginx's `http2_max_concurrent_streams`).
     pub max_concurrent_streams: u32,
+    /// Longest time a response may go without the client taking any of it
+    /// (nginx's `send_timeout`): then the response is cut (its HTTP/2
+    /// stream reset, or its connection closed).
+    pub send_timeout: Duration,
     /// Bytes of a response each request may hold in memory while its
     /// client takes them (nginx's `fastcgi_buffers`); more goes to the
     /// shared `response_memory`, then to a temporary file.
@@ -128,6 +132,7 @@ impl ServeConfig {
             tls: None,
             h2c: false,
             max_concurrent_streams: 128,
+            send_timeout: Duration::from_secs(60),
             response_buffer_size: 32 << 10,
             response_memory: 64 << 20,
             max_response_spool: 1 << 30,

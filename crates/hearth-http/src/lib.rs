@@ -28,6 +28,7 @@
 //! - `static_files`: files from the document root, served as nginx would.
 //! - `compress`: gzip and brotli for clients that accept them.
 //! - `response`: the worker's response frames turned into an HTTP response.
+//! - `stall`: the send timeout: stalled writes and stalled HTTP/2 streams.
 //! - `sendbuf`: what a response holds while its client takes it: memory,
 //!   then a temporary file, within budgets shared by all responses.
 //! - `config`: [`ServeConfig`], the settings and their defaults.
@@ -61,6 +62,7 @@ mod request;
 mod response;
 mod sendbuf;
 mod server;
+mod stall;
 mod static_files;
 mod target;
 mod tls;

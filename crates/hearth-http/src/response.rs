@@ -5,7 +5,7 @@
 //! streams, goes through a spool (memory, then a temporary file, see
 //! [`sendbuf`](crate::sendbuf)), and the worker goes back to the pool as
 //! soon as it has finished. A client that reads slowly, or not at all,
-//! costs disk space, never a worker.
+//! costs disk space for `--send-timeout` at most, never a worker.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};

@@ -26,6 +26,7 @@ use crate::observe::{Observed, Record, WorkerPid};
 use crate::protocol::{self, Negotiation, Protocol};
 use crate::response::{self, ResponseBody};
 use crate::sendbuf::{self, Budget};
+use crate::stall::{Watched, WriteTimeout};
 use crate::tls::TlsConfig;
 use crate::{compress, request, static_files};
 
@@ -132,22 +133,30 @@ pub async fn serve(
                         let in_flight = begun.in_flight;
                         if let Some(status) = begun.refused {
                             let response = response::closing(response::error_page(status)).map(Observed::unobserved);
-                            return Ok::<_, Infallible>(response.map(|b| Tracked::new(b, in_flight)));
+                            return Ok::<_, Infallible>(response.map(|b| Tracked::new(Watched::new(b, String::new()), in_flight)));
                         }
                         if let Some(target) = begun.target {
                             req.extensions_mut().insert(target);
                         }
                         req.extensions_mut().insert(shared);
+                        let (ip, port) = conn.remote();
+                        let what = format!("{} {} from {ip}:{port}", req.method(), req.uri().path());
                         let response = handle(req, app, conn).await?;
-                        Ok(response.map(|b| Tracked::new(b, in_flight)))
+                        Ok(response.map(|b| Tracked::new(Watched::new(b, what), in_flight)))
                     }
                 });
                 let watcher = graceful.watcher();
                 let stop = stopping.subscribe();
                 let (http1, http2) = (http1.clone(), http2.clone());
                 let negotiation = negotiation.clone();
+                let (send_timeout, metrics) = (config.send_timeout, config.observer.metrics.clone());
                 connections.spawn(async move {
-                    let ended = match protocol::negotiate(stream, &negotiation, remote).await {
+                    let negotiated = protocol::negotiate(stream, &negotiation, remote).await.map(
+                        |(stream, protocol)| {
+                            (WriteTimeout::new(stream, send_timeout, remote, metrics), protocol)
+                        },
+                    );
+                    let ended = match negotiated {
                         None => Ok(()),
                         Some((stream, Protocol::Http1)) => {
                             let io = GuardedIo::new(stream, limits, timeouts, guard_shared, remote);

@@ -85,6 +85,10 @@ pub struct ServeOptions {
     /// How long an idle connection is kept open between requests; 0: no keep-alive
     #[arg(long, value_name = "DURATION")]
     pub keep_alive_timeout: Seconds,
+    /// Longest time a response may go without the client taking any of it; then it
+    /// is cut (its HTTP/2 stream reset, or its connection closed)
+    #[arg(long, value_name = "DURATION")]
+    pub send_timeout: Seconds,
     /// Responses waiting for slow clients may fill temporary files up to SIZE in
     /// all; past it a worker waits for its client, within --request-timeout; 0: no
     /// temporary files
@@ -210,6 +214,8 @@ impl Default for ServeOptions {
             header_timeout: Seconds::from_secs(60),
             body_timeout: Seconds::from_secs(60),
             keep_alive_timeout: Seconds::from_secs(75),
+            // nginx's send_timeout.
+            send_timeout: Seconds::from_secs(60),
             // nginx's fastcgi_max_temp_file_size, but for all responses.
             max_response_spool: Size(1 << 30),
             max_connections: 10_000,
@@ -302,6 +308,7 @@ impl Section for ServeOptions {
         more_than_0("max_connections", self.max_connections == 0)?;
         more_than_0("header_timeout", self.header_timeout.0.is_zero())?;
         more_than_0("body_timeout", self.body_timeout.0.is_zero())?;
+        more_than_0("send_timeout", self.send_timeout.0.is_zero())?;
         match (&self.tls_cert, &self.tls_key) {
             (Some(_), None) => return Err(Fault::new("tls_cert", "needs {tls_key}")),
             (None, Some(_)) => return Err(Fault::new("tls_key", "needs {tls_cert}")),
@@ -400,6 +407,7 @@ impl ServeOptions {
         http.header_timeout = self.header_timeout.0;
         http.body_timeout = self.body_timeout.0;
         http.keep_alive_timeout = self.keep_alive_timeout.0;
+        http.send_timeout = self.send_timeout.0;
         http.max_response_spool = self.max_response_spool.0;
         http.grace_period = self.grace_period.0;
         http.request_timeout = self.request_timeout.nonzero();
