@@ -1,8 +1,9 @@
 //! Clients that take their responses slowly, or not at all, or ask for
 //! many at once, cost a bounded amount of memory and time, never a worker
 //! (issue 16, items 3, 4 and 7): responses are read from the worker at its
-//! pace into memory and then a temporary file, and a response its client
-//! stops taking is cut after `--send-timeout`.
+//! pace into memory and then a temporary file, a response its client stops
+//! taking is cut after `--send-timeout`, and one connection's backlog
+//! waits on that connection, not in the pool's line ahead of others.
 //!
 //! HTTP/2 clients are the `h2` crate's, over h2c; HTTP/1.1 clients are raw
 //! sockets. Every wait is bounded.
@@ -329,4 +330,79 @@ fn a_response_its_client_stops_taking_is_cut_after_the_send_timeout() {
             .then_some(text)
     });
     assert!(metrics.contains("# TYPE hearth_http_send_timeouts counter"));
+}
+
+/// Issue 16, item 7: one HTTP/2 connection queues 128 requests of 250 ms
+/// on two workers (16 s of work). Another client used to wait behind the
+/// whole backlog (15 s); now one connection has at most as many requests
+/// in PHP as there are workers, the rest wait on the connection, and the
+/// other client gets the next free worker.
+#[test]
+fn one_http2_connection_with_a_backlog_does_not_starve_other_clients() {
+    let control = support::tempdir();
+    let socket = control.path().join("control.sock");
+    let server = Server::start(
+        &fixture("app.php"),
+        &[
+            "--workers",
+            "2",
+            "--h2c",
+            "--control-socket",
+            &socket.to_string_lossy(),
+        ],
+    );
+    let rt = runtime();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let _connection = rt.block_on(async {
+        let send = h2_connect(server.addr).await;
+        for _ in 0..128 {
+            let request = http::Request::get("http://localhost/slow?ms=250")
+                .body(())
+                .expect("request");
+            let (response, _) = send
+                .clone()
+                .ready()
+                .await
+                .expect("ready")
+                .send_request(request, true)
+                .expect("send");
+            let done = done.clone();
+            tokio::spawn(async move {
+                if let Ok(response) = response.await {
+                    let mut body = response.into_body();
+                    while let Some(Ok(data)) = body.data().await {
+                        let _ = body.flow_control().release_capacity(data.len());
+                    }
+                    done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+            });
+        }
+        send
+    });
+    eventually(Duration::from_secs(10), "both workers busy", || {
+        (served_and_busy(&socket).1 == 2).then_some(())
+    });
+    let in_line = support::status_json(&socket)["pool"]["queue"]
+        .as_u64()
+        .unwrap_or(0);
+    let started = Instant::now();
+    let answer = server.get("/slow?ms=0");
+    let took = started.elapsed();
+    eprintln!(
+        "another client behind a 128-request HTTP/2 backlog: {} after {took:?} \
+         ({in_line} of the backlog in the pool's line)",
+        answer.status
+    );
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert!(
+        in_line <= 2,
+        "{in_line} requests of one connection wait in the pool's line"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "the other client waited {took:?} behind one connection's backlog"
+    );
+    eventually(Duration::from_secs(10), "the backlog to move on", || {
+        (done.load(std::sync::atomic::Ordering::SeqCst) >= 4).then_some(())
+    });
 }

@@ -82,6 +82,11 @@ pub struct ServeConfig {
     /// Most requests an HTTP/2 connection may have in flight at once
     /// (nginx's `http2_max_concurrent_streams`).
     pub max_concurrent_streams: u32,
+    /// Most requests of one connection that may wait for or hold a worker
+    /// at once; the others wait their turn on the connection, so that one
+    /// client's backlog never stands in the pool's line ahead of other
+    /// clients. None: as many as the pool has workers.
+    pub connection_workers: Option<usize>,
     /// Longest time a response may go without the client taking any of it
     /// (nginx's `send_timeout`): then the response is cut (its HTTP/2
     /// stream reset, or its connection closed).
@@ -132,6 +137,7 @@ impl ServeConfig {
             tls: None,
             h2c: false,
             max_concurrent_streams: 128,
+            connection_workers: None,
             send_timeout: Duration::from_secs(60),
             response_buffer_size: 32 << 10,
             response_memory: 64 << 20,

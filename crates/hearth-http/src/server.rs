@@ -16,6 +16,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 use crate::cgi::{self, Connection};
 use crate::config::ServeConfig;
@@ -38,6 +39,8 @@ struct App {
     requests: request::Encoder,
     /// What responses may hold while their clients take them.
     responses: sendbuf::Limits,
+    /// Requests of one connection that may wait for or hold a worker.
+    connection_workers: usize,
 }
 
 /// Serves HTTP (see [`ServeConfig::tls`] and [`ServeConfig::h2c`]) on `listener` until `shutdown` completes, then stops
@@ -57,6 +60,10 @@ pub async fn serve(
             disk: Budget::new(config.max_response_spool),
             dir: None,
         },
+        connection_workers: config
+            .connection_workers
+            .unwrap_or(pool.config().workers)
+            .max(1),
         pool,
         config,
     });
@@ -123,11 +130,12 @@ pub async fn serve(
                 let mut conn = Connection::new(remote, local, config.tls.is_some());
                 conn.trusted = cgi::is_trusted(&config.trusted_proxies, remote.ip());
                 let conn = Arc::new(conn);
+                let turns = Arc::new(tokio::sync::Semaphore::new(app.connection_workers));
                 let app = app.clone();
                 let shared = Arc::new(guard::Shared::default());
                 let guard_shared = shared.clone();
                 let service = service_fn(move |mut req: Request<Incoming>| {
-                    let (app, conn, shared) = (app.clone(), conn.clone(), shared.clone());
+                    let (app, conn, shared, turns) = (app.clone(), conn.clone(), shared.clone(), turns.clone());
                     async move {
                         let begun = shared.begin();
                         let in_flight = begun.in_flight;
@@ -141,7 +149,7 @@ pub async fn serve(
                         req.extensions_mut().insert(shared);
                         let (ip, port) = conn.remote();
                         let what = format!("{} {} from {ip}:{port}", req.method(), req.uri().path());
-                        let response = handle(req, app, conn).await?;
+                        let response = handle(req, app, conn, turns).await?;
                         Ok(response.map(|b| Tracked::new(Watched::new(b, what), in_flight)))
                     }
                 });
@@ -226,22 +234,29 @@ async fn handle(
     req: Request<Incoming>,
     app: Arc<App>,
     conn: Arc<Connection>,
+    turns: Arc<Semaphore>,
 ) -> Result<Response<Observed<ResponseBody>>, Infallible> {
     if !app.config.observer.is_on() {
-        let response = respond(req, app, conn).await?;
+        let response = respond(req, app, conn, turns).await?;
         return Ok(response.map(Observed::unobserved));
     }
     // Recorded when the response has been sent, or when this future is
     // dropped first (the client went away).
     let record = Record::begin(&app.config.observer, &conn, &req);
-    let response = respond(req, app, conn).await?;
+    let response = respond(req, app, conn, turns).await?;
     Ok(record.attach(response))
 }
 
+/// `turns` holds the connection's places in PHP: a request waits for one
+/// (within the queue timeout) before it joins the pool's line, and keeps
+/// it until its worker is done with it. With fewer places than workers
+/// per connection, one client's backlog waits on its own connection, and
+/// the pool's line, first come first served, interleaves connections.
 async fn respond(
     req: Request<Incoming>,
     app: Arc<App>,
     conn: Arc<Connection>,
+    turns: Arc<Semaphore>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let received = SystemTime::now();
     let (parts, incoming) = req.into_parts();
@@ -264,6 +279,19 @@ async fn respond(
         Ok(request) => request,
         Err(answer) => return Ok(answer),
     };
+    let queue_timeout = app.pool.config().queue_timeout;
+    let turn = match tokio::time::timeout(queue_timeout, turns.acquire_owned()).await {
+        Ok(Ok(turn)) => turn,
+        _ => {
+            tracing::warn!(
+                remote = %conn.remote().0,
+                "503: the connection already had {} requests in PHP for {:?}",
+                app.connection_workers,
+                queue_timeout
+            );
+            return Ok(unavailable(config));
+        }
+    };
     let encode = |buf: &mut BytesMut, id: u32, paths: &Arc<Paths>| {
         app.requests.encode(&request, &conn, paths, buf, id);
     };
@@ -278,8 +306,9 @@ async fn respond(
         lease.set_deadline(deadline);
     }
     let pid = lease.pid();
-    // Files the worker reads stay until the request has ended in it.
-    let keep = request.take_files();
+    // Files the worker reads, and the connection's place in PHP, stay
+    // until the request has ended in the worker.
+    let keep: response::Keep = Box::new((request.take_files(), turn));
     let parts = &request.parts;
     lease.set_current(
         parts.method.as_str(),
@@ -311,12 +340,16 @@ fn failure(e: &hearth_pool::Error, config: &ServeConfig) -> Response<ResponseBod
     }
     if e.is_unavailable() {
         tracing::warn!("503: {e}");
-        let mut response = response::error_page(StatusCode::SERVICE_UNAVAILABLE);
-        response.headers_mut().insert(
-            http::header::RETRY_AFTER,
-            HeaderValue::from(config.retry_after),
-        );
-        return response;
+        return unavailable(config);
     }
     response::error_page(StatusCode::BAD_GATEWAY)
+}
+
+fn unavailable(config: &ServeConfig) -> Response<ResponseBody> {
+    let mut response = response::error_page(StatusCode::SERVICE_UNAVAILABLE);
+    response.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        HeaderValue::from(config.retry_after),
+    );
+    response
 }
