@@ -110,10 +110,14 @@ fn admin_addr(server: &Server) -> SocketAddr {
         .expect("admin address in the log")
 }
 
-/// Issue 16, item 3: eight HTTP/2 clients ask for 24 MiB each and never
-/// send WINDOW_UPDATE. Hearth used to hold every response whole (238 MiB
-/// for eight); what waits for them now goes to disk past a bounded
-/// amount of memory.
+/// Issue 16, item 3: sixteen HTTP/2 clients ask for 24 MiB each and
+/// never send WINDOW_UPDATE. Hearth used to hold every response whole;
+/// what waits for them now goes to disk past a bounded amount of memory:
+/// the 64 MiB shared by all responses, about 128 KiB per stream, and the
+/// pieces in flight from the two workers (4 MiB each, twice while
+/// copied): 82 MiB in all, which the test rounds up to 128 MiB for the
+/// allocator's own (the threads that write temporary files have arenas of
+/// their own). Before, it grew by 572 MiB.
 #[test]
 fn http2_clients_that_never_open_their_window_do_not_pin_response_memory() {
     let control = support::tempdir();
@@ -132,7 +136,7 @@ fn http2_clients_that_never_open_their_window_do_not_pin_response_memory() {
     let (_, peak_before) = memory(server.pid());
     let (served_before, _) = served_and_busy(&socket);
     let rt = runtime();
-    let clients = 8;
+    let clients = 16;
     let held = rt.block_on(async {
         let mut held = Vec::new();
         for _ in 0..clients {
@@ -158,7 +162,7 @@ fn http2_clients_that_never_open_their_window_do_not_pin_response_memory() {
          ({grown} KiB over the {peak_before} KiB before)"
     );
     assert!(
-        grown < 64 << 10,
+        grown < 128 << 10,
         "Hearth's peak memory grew by {grown} KiB for {clients} responses its clients never took"
     );
     // And the site still answers.

@@ -10,7 +10,6 @@ use http_body_util::BodyExt as _;
 use tokio::io::AsyncBufRead;
 
 use crate::response::{ReaderBody, ResponseBody};
-use crate::sendbuf::Charge;
 
 /// Bodies smaller than this are sent as they are: compressing them saves
 /// less than the coding costs (nginx's `gzip_min_length` is 20, but brotli
@@ -136,18 +135,6 @@ pub(crate) fn is_compressible(content_type: &str) -> bool {
         )
 }
 
-/// Bytes held against the responses' memory budget until dropped.
-struct Charged {
-    data: bytes::Bytes,
-    _charge: Charge,
-}
-
-impl AsRef<[u8]> for Charged {
-    fn as_ref(&self) -> &[u8] {
-        &self.data
-    }
-}
-
 /// Adds `Accept-Encoding` to `Vary` unless it is there already.
 pub(crate) fn add_vary(headers: &mut HeaderMap) {
     let present = headers.get_all(header::VARY).iter().any(|v| {
@@ -227,10 +214,7 @@ pub(crate) async fn php_response(
             Err(never) => match never {},
         },
         // The charge goes with the bytes, until the encoder has read them.
-        ResponseBody::Charged(data, charge) => coding.encode(std::io::Cursor::new(Charged {
-            data,
-            _charge: charge,
-        })),
+        ResponseBody::Charged(held) => coding.encode(std::io::Cursor::new(held)),
         ResponseBody::Spooled(spool) => coding.encode(tokio_util::io::StreamReader::new(spool)),
         other => return Response::from_parts(parts, other),
     };
@@ -344,7 +328,7 @@ mod tests {
             disk: crate::sendbuf::Budget::new(0),
             dir: None,
         };
-        let (_writer, reader) = crate::sendbuf::spool(limits, None);
+        let (_writer, reader) = crate::sendbuf::spool(limits, None, 1024);
         let mut streamed = Response::new(ResponseBody::Spooled(reader));
         streamed
             .headers_mut()

@@ -96,7 +96,7 @@ pub struct ServeConfig {
     /// shared `response_memory`, then to a temporary file.
     pub response_buffer_size: usize,
     /// Bytes of responses held in memory across all connections beyond
-    /// each one's `response_buffer_size` (at most 1 MiB each).
+    /// each one's `response_buffer_size` (at most 4 MiB each).
     pub response_memory: u64,
     /// Bytes of responses held in temporary files across all connections
     /// (nginx's `fastcgi_max_temp_file_size`, which is per request). Past

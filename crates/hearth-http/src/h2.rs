@@ -5,7 +5,7 @@
 //! when the server shuts down.
 //!
 //! What a stream buffers for sending is bounded: hyper is handed at most
-//! [`CHUNK`] of a response at a time, h2 buffers at most [`SEND_BUFFER`]
+//! [`CHUNK_HTTP2`] of a response at a time, h2 buffers at most [`SEND_BUFFER`]
 //! of it beyond what the client's window lets through, and a stream
 //! whose client never opens its window is reset after the send timeout
 //! ([`StreamExecutor`]).
@@ -25,12 +25,12 @@ use tokio::time::Instant;
 
 use crate::config::ServeConfig;
 use crate::guard::Shared;
-use crate::sendbuf::CHUNK;
+use crate::sendbuf::CHUNK_HTTP2;
 use crate::stall::StreamExecutor;
 
 /// Bytes of a response one stream's h2 send buffer holds at most (hyper's
 /// default is 400 KiB): two of the pieces hyper is handed.
-const SEND_BUFFER: usize = 2 * CHUNK;
+const SEND_BUFFER: usize = 2 * CHUNK_HTTP2;
 
 /// How the server's HTTP/2 connections are served.
 #[derive(Debug)]

@@ -23,7 +23,7 @@ use tokio::io::AsyncRead;
 use tokio::time::Instant;
 use tokio_util::io::ReaderStream;
 
-use crate::sendbuf::{self, Charge, Limits, PushError};
+use crate::sendbuf::{self, Held, Limits, PushError};
 
 /// The body of a response: whole when the worker produced it at once and
 /// it is small, spooled when it is large or the app flushed output along
@@ -32,10 +32,10 @@ use crate::sendbuf::{self, Charge, Limits, PushError};
 pub enum ResponseBody {
     Full(Full<Bytes>),
     /// A whole body held in memory against the responses' memory budget,
-    /// given back when the body is dropped. It is handed to hyper
-    /// [`CHUNK`](sendbuf::CHUNK) by chunk, so that the rest stays here,
-    /// counted, while the client is slow to take it.
-    Charged(Bytes, Charge),
+    /// given back when the body is dropped. It is handed to hyper chunk by
+    /// chunk, so that the rest stays here, counted, while the client is
+    /// slow to take it.
+    Charged(Held),
     /// Read from the worker into memory and a temporary file as fast as
     /// the worker writes it; handed to the client as it takes it.
     Spooled(sendbuf::Reader),
@@ -104,12 +104,8 @@ impl Body for ResponseBody {
             ResponseBody::Full(full) => Pin::new(full)
                 .poll_frame(cx)
                 .map_err(|never| match never {}),
-            ResponseBody::Charged(data, _) => {
-                if data.is_empty() {
-                    return Poll::Ready(None);
-                }
-                let chunk = data.split_to(data.len().min(sendbuf::CHUNK));
-                Poll::Ready(Some(Ok(BodyFrame::data(chunk))))
+            ResponseBody::Charged(held) => {
+                Poll::Ready(held.next_chunk().map(|c| Ok(BodyFrame::data(c))))
             }
             ResponseBody::Spooled(spool) => spool
                 .poll_chunk(cx)
@@ -128,7 +124,7 @@ impl Body for ResponseBody {
     fn is_end_stream(&self) -> bool {
         match self {
             ResponseBody::Full(full) => full.is_end_stream(),
-            ResponseBody::Charged(data, _) => data.is_empty(),
+            ResponseBody::Charged(held) => held.remaining() == 0,
             ResponseBody::Reader(reader) => reader.len == Some(0),
             ResponseBody::Spooled(spool) => spool.len() == Some(0),
         }
@@ -137,7 +133,7 @@ impl Body for ResponseBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             ResponseBody::Full(full) => full.size_hint(),
-            ResponseBody::Charged(data, _) => SizeHint::with_exact(data.len() as u64),
+            ResponseBody::Charged(held) => SizeHint::with_exact(held.remaining() as u64),
             ResponseBody::Reader(ReaderBody { len: Some(n), .. }) => SizeHint::with_exact(*n),
             ResponseBody::Spooled(spool) => match spool.len() {
                 Some(n) => SizeHint::with_exact(n),
@@ -160,6 +156,8 @@ pub(crate) struct Reading<'a> {
     /// client whose response fills memory and disk counts against it too.
     pub deadline: Option<Instant>,
     pub limits: &'a Limits,
+    /// Most bytes handed to hyper at once.
+    pub chunk: usize,
 }
 
 /// Reads the worker's response and builds the HTTP response.
@@ -187,7 +185,7 @@ pub(crate) async fn read(
     *response.status_mut() = status;
 
     if head_frame.has_flag(flags::STREAM) {
-        let (writer, reader) = sendbuf::spool(how.limits.clone(), None);
+        let (writer, reader) = sendbuf::spool(how.limits.clone(), None, how.chunk);
         tokio::spawn(pump(lease, writer, keep, how.deadline));
         *response.body_mut() = ResponseBody::Spooled(reader);
         return Ok(response);
@@ -238,11 +236,12 @@ pub(crate) async fn read(
     }
     *response.body_mut() = match how.limits.hold(body.len()) {
         Some(None) => ResponseBody::full(body),
-        Some(Some(charge)) => ResponseBody::Charged(body, charge),
+        Some(Some(charge)) => ResponseBody::Charged(Held::new(body, Some(charge), how.chunk)),
         None => {
             // Too large to hold while the client takes it: spooled, by a
             // task of its own since the client reads at the same time.
-            let (mut writer, reader) = sendbuf::spool(how.limits.clone(), Some(body.len() as u64));
+            let (mut writer, reader) =
+                sendbuf::spool(how.limits.clone(), Some(body.len() as u64), how.chunk);
             tokio::spawn(async move {
                 if writer.push(body, None).await.is_ok() {
                     writer.finish(Ok(()));

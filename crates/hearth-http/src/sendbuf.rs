@@ -9,7 +9,7 @@
 //! What waits for the client is bounded three ways:
 //!
 //! - each response keeps up to [`Limits::buffer`] in memory of its own;
-//! - beyond that, up to [`MEMORY_PER_RESPONSE`] more, taken from one
+//! - beyond that, up to [`MEMORY_PER_RESPONSE`] in all, taken from one
 //!   memory budget shared by all responses ([`Limits::memory`]);
 //! - the rest goes to an unlinked temporary file, within one disk budget
 //!   shared by all responses ([`Limits::disk`]).
@@ -19,8 +19,9 @@
 //! the client, within `--request-timeout`, as it would behind nginx once
 //! `fastcgi_max_temp_file_size` is reached.
 //!
-//! The client side hands hyper at most [`CHUNK`] bytes at a time, so what
-//! hyper and h2 hold for a stalled stream stays small too.
+//! The client side hands hyper a chunk at a time ([`CHUNK_HTTP1`],
+//! [`CHUNK_HTTP2`]), so what hyper and h2 hold for a stalled response
+//! stays small too.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -39,12 +40,18 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-/// Most bytes handed to hyper at once: one HTTP/2 DATA frame at the
-/// default frame size.
-pub(crate) const CHUNK: usize = 16 << 10;
+/// Most bytes handed to hyper at once over HTTP/1.1: a connection holds
+/// one response, and larger pieces cost fewer trips through hyper.
+pub(crate) const CHUNK_HTTP1: usize = 64 << 10;
 
-/// Most bytes of one response kept in memory, budget included.
-pub(crate) const MEMORY_PER_RESPONSE: usize = 1 << 20;
+/// Most bytes handed to hyper at once over HTTP/2, where a connection may
+/// hold 128 responses: one DATA frame at the default frame size.
+pub(crate) const CHUNK_HTTP2: usize = 16 << 10;
+
+/// Most bytes of one response kept in memory, budget included: a piece
+/// of body the worker sends at once (4 MiB at most) fits, so that a
+/// client that keeps up never touches the disk.
+pub(crate) const MEMORY_PER_RESPONSE: usize = 4 << 20;
 
 /// Bytes shared by all responses; taken and given back as they come and go.
 #[derive(Debug)]
@@ -186,9 +193,10 @@ impl Drop for Shared {
 }
 
 /// A new response spool: the writer side for the task that reads the
-/// worker, the reader side for the response body. `len`, when known, is
-/// the length the writer will write (a whole response).
-pub(crate) fn spool(limits: Limits, len: Option<u64>) -> (Writer, Reader) {
+/// worker, the reader side for the response body, which yields at most
+/// `chunk` bytes at a time. `len`, when known, is the length the writer
+/// will write (a whole response).
+pub(crate) fn spool(limits: Limits, len: Option<u64>, chunk: usize) -> (Writer, Reader) {
     let shared = Arc::new(Shared {
         state: Mutex::new(State::default()),
         progress: Notify::new(),
@@ -203,6 +211,7 @@ pub(crate) fn spool(limits: Limits, len: Option<u64>) -> (Writer, Reader) {
             shared,
             reading: None,
             len,
+            chunk: chunk.max(1),
             done: false,
         },
     )
@@ -385,14 +394,15 @@ async fn write_at(file: Arc<File>, data: Bytes, at: u64) -> io::Result<()> {
         .unwrap_or_else(|e| Err(io::Error::other(e)))
 }
 
-/// The client's side of a spool: the response body's bytes, at most
-/// [`CHUNK`] at a time.
+/// The client's side of a spool: the response body's bytes, a chunk at
+/// a time.
 #[derive(Debug)]
 pub struct Reader {
     shared: Arc<Shared>,
     /// A read from the file under way.
     reading: Option<JoinHandle<io::Result<Bytes>>>,
     len: Option<u64>,
+    chunk: usize,
     done: bool,
 }
 
@@ -431,8 +441,8 @@ impl Reader {
             }
             let mut state = self.shared.lock();
             if let Some(front) = state.memory.front_mut() {
-                let chunk = if front.len() > CHUNK {
-                    front.split_to(CHUNK)
+                let chunk = if front.len() > self.chunk {
+                    front.split_to(self.chunk)
                 } else {
                     state.memory.pop_front().unwrap_or_default()
                 };
@@ -447,7 +457,10 @@ impl Reader {
                 return Poll::Ready(Some(Ok(chunk)));
             }
             if state.read < state.written {
-                let (at, n) = (state.read, (state.written - state.read).min(CHUNK as u64));
+                let (at, n) = (
+                    state.read,
+                    (state.written - state.read).min(self.chunk as u64),
+                );
                 let Some(file) = state.file.clone() else {
                     self.done = true;
                     return Poll::Ready(Some(Err("a response's temporary file is gone".into())));
@@ -474,6 +487,42 @@ impl Drop for Reader {
     fn drop(&mut self) {
         self.shared.lock().reader_gone = true;
         self.shared.progress.notify_one();
+    }
+}
+
+/// A whole body held in memory (against the budget when `charge` is
+/// set), handed out a chunk at a time.
+#[derive(Debug)]
+pub struct Held {
+    data: Bytes,
+    chunk: usize,
+    _charge: Option<Charge>,
+}
+
+impl Held {
+    pub fn new(data: Bytes, charge: Option<Charge>, chunk: usize) -> Held {
+        Held {
+            data,
+            chunk: chunk.max(1),
+            _charge: charge,
+        }
+    }
+
+    /// The next chunk; None at the end.
+    pub fn next_chunk(&mut self) -> Option<Bytes> {
+        (!self.data.is_empty()).then(|| self.data.split_to(self.data.len().min(self.chunk)))
+    }
+
+    /// Bytes not handed out yet.
+    pub fn remaining(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// What is left, for an encoder to read.
+impl AsRef<[u8]> for Held {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
     }
 }
 
@@ -508,6 +557,12 @@ mod tests {
             .collect()
     }
 
+    const CHUNK: usize = CHUNK_HTTP2;
+
+    fn spool_(limits: Limits, len: Option<u64>) -> (Writer, Reader) {
+        spool(limits, len, CHUNK)
+    }
+
     async fn read_all(reader: &mut Reader) -> Vec<u8> {
         let mut out = Vec::new();
         while let Some(chunk) = reader.next().await {
@@ -524,7 +579,7 @@ mod tests {
     async fn a_response_goes_to_memory_then_to_the_file_in_order() {
         let limits = limits(4 << 10, 64 << 10, 8 << 20);
         let (memory, disk) = (limits.memory.clone(), limits.disk.clone());
-        let (mut writer, mut reader) = spool(limits, None);
+        let (mut writer, mut reader) = spool_(limits, None);
         let mut sent = Vec::new();
         for (i, len) in [1000, 100_000, 3, 2_000_000, 70_000]
             .into_iter()
@@ -547,7 +602,7 @@ mod tests {
     /// switches between memory and the file.
     #[tokio::test]
     async fn order_survives_reads_between_writes() {
-        let (mut writer, mut reader) = spool(limits(1 << 10, 0, 1 << 30), None);
+        let (mut writer, mut reader) = spool_(limits(1 << 10, 0, 1 << 30), None);
         let mut sent = Vec::new();
         let mut got = Vec::new();
         for i in 0..200u32 {
@@ -570,7 +625,7 @@ mod tests {
     /// drained file is used again from its start.
     #[tokio::test]
     async fn a_full_spool_waits_for_the_client_until_the_deadline() {
-        let (mut writer, mut reader) = spool(limits(1 << 10, 0, 4 << 10), None);
+        let (mut writer, mut reader) = spool_(limits(1 << 10, 0, 4 << 10), None);
         let first = pattern(5 << 10, 1);
         writer.push(first.clone(), None).await.expect("fits");
         let soon = Instant::now() + std::time::Duration::from_millis(50);
@@ -602,7 +657,7 @@ mod tests {
     /// A client that leaves frees a writer waiting on it at once.
     #[tokio::test]
     async fn a_writer_waiting_on_a_client_that_leaves_stops() {
-        let (mut writer, reader) = spool(limits(1 << 10, 0, 0), None);
+        let (mut writer, reader) = spool_(limits(1 << 10, 0, 0), None);
         writer.push(pattern(1 << 10, 1), None).await.expect("fits");
         let pushing = tokio::spawn(async move { writer.push(pattern(10, 2), None).await });
         tokio::task::yield_now().await;
@@ -612,7 +667,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cut_response_ends_with_an_error() {
-        let (mut writer, mut reader) = spool(limits(1 << 10, 0, 1 << 20), None);
+        let (mut writer, mut reader) = spool_(limits(1 << 10, 0, 1 << 20), None);
         writer.push(pattern(100, 0), None).await.expect("push");
         drop(writer);
         assert_eq!(
@@ -633,5 +688,13 @@ mod tests {
         drop(charged);
         assert_eq!(limits.memory.left(), 10 << 10);
         assert!(limits.hold(MEMORY_PER_RESPONSE + 1).is_none());
+    }
+
+    #[test]
+    fn a_held_body_is_handed_out_a_chunk_at_a_time() {
+        let mut held = Held::new(pattern(40, 0), None, 16);
+        let sizes: Vec<usize> = std::iter::from_fn(|| held.next_chunk().map(|c| c.len())).collect();
+        assert_eq!(sizes, [16, 16, 8]);
+        assert_eq!(held.remaining(), 0);
     }
 }

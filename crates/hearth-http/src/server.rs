@@ -317,6 +317,10 @@ async fn respond(
     let reading = response::Reading {
         deadline,
         limits: &app.responses,
+        chunk: match parts.version {
+            http::Version::HTTP_2 => sendbuf::CHUNK_HTTP2,
+            _ => sendbuf::CHUNK_HTTP1,
+        },
     };
     let mut response = match response::read(lease, &parts.method, keep, reading).await {
         Ok(response) if config.compression => {
