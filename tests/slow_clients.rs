@@ -410,3 +410,48 @@ fn one_http2_connection_with_a_backlog_does_not_starve_other_clients() {
         (done.load(std::sync::atomic::Ordering::SeqCst) >= 4).then_some(())
     });
 }
+
+/// Issue 16, item 7: a request waiting for its connection's turn waits
+/// no longer than `--queue-timeout`, then gets 503 with `Retry-After`, and
+/// the log says why.
+#[test]
+fn a_request_waiting_for_its_connections_turn_gets_503_after_the_queue_timeout() {
+    let server = Server::start(
+        &fixture("app.php"),
+        &["--workers", "1", "--h2c", "--queue-timeout", "1"],
+    );
+    let marks = support::tempdir();
+    let mark = marks.path().join("running");
+    let rt = runtime();
+    let (refused, retry_after, took, first) = rt.block_on(async {
+        let mut send = h2_connect(server.addr).await;
+        let slow = format!("/slow?ms=4000&mark={}", mark.display());
+        let first = {
+            let mut send = send.clone();
+            tokio::spawn(async move { h2_get(&mut send, &slow).await.status() })
+        };
+        while !mark.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let started = Instant::now();
+        let refused = h2_get(&mut send, "/pid").await;
+        let retry_after = refused
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .map(|v| v.to_str().unwrap_or("").to_owned());
+        (
+            refused.status(),
+            retry_after,
+            started.elapsed(),
+            first.await,
+        )
+    });
+    assert_eq!(refused, 503);
+    assert_eq!(retry_after.as_deref(), Some("1"));
+    assert!(took >= Duration::from_secs(1), "refused after {took:?}");
+    server.wait_for_log(
+        "503: a request waited 1s for its connection's turn (1 of its requests in PHP)",
+        Duration::from_secs(5),
+    );
+    assert_eq!(first.expect("first request").as_u16(), 200);
+}

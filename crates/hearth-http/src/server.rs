@@ -285,9 +285,9 @@ async fn respond(
         _ => {
             tracing::warn!(
                 remote = %conn.remote().0,
-                "503: the connection already had {} requests in PHP for {:?}",
+                "503: a request waited {:?} for its connection's turn ({} of its requests in PHP)",
+                queue_timeout,
                 app.connection_workers,
-                queue_timeout
             );
             return Ok(unavailable(config));
         }
