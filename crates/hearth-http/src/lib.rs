@@ -39,6 +39,7 @@
 //! - `framing`: where each HTTP/1.1 request begins and ends, without I/O.
 //! - `target`: the request target as nginx takes it.
 //! - `tls`: the certificate and the rustls settings.
+//! - `throttle`: log lines a client can cause, at most one per interval.
 
 mod access_log;
 pub mod admin;
@@ -60,6 +61,7 @@ mod response;
 mod server;
 mod static_files;
 mod target;
+mod throttle;
 mod tls;
 
 pub use access_log::{AccessLog, AccessLogFormat};
