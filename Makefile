@@ -25,9 +25,10 @@ test: lint test-rust test-php
 test-rust:
 	$(CARGO) test --workspace
 	@if [ "$$(id -u)" = 0 ]; then \
-		$(CARGO) test -p hearth --test security -- --ignored; \
+		$(CARGO) test -p hearth --test security -- --ignored && \
+		$(CARGO) test -p hearth --test worker_isolation -- --ignored; \
 	else \
-		echo "tests needing root skipped (tests/security.rs, shown as ignored above): run make test as root to run them"; \
+		echo "tests needing root skipped (tests/security.rs, tests/worker_isolation.rs, shown as ignored above): run make test as root to run them"; \
 	fi
 
 test-php:

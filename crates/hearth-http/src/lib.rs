@@ -42,6 +42,7 @@
 //! - `framing`: where each HTTP/1.1 request begins and ends, without I/O.
 //! - `target`: the request target as nginx takes it.
 //! - `tls`: the certificate and the rustls settings.
+//! - `throttle`: log lines a client can cause, at most one per interval.
 
 mod access_log;
 pub mod admin;
@@ -65,6 +66,7 @@ mod server;
 mod stall;
 mod static_files;
 mod target;
+mod throttle;
 mod tls;
 
 pub use access_log::{AccessLog, AccessLogFormat};

@@ -144,6 +144,14 @@ impl Body for ResponseBody {
     }
 }
 
+/// The largest response head (status and header lines) taken from a
+/// worker, in bytes; a larger one is answered with 502, as nginx answers
+/// "upstream sent too big header" past its `fastcgi_buffer_size` (4k or
+/// 8k). This is sixteen times that, and keeps the number of headers well
+/// under what one response can hold (32,768 in `http`'s `HeaderMap`,
+/// which panics past it).
+pub(crate) const MAX_RESPONSE_HEAD: usize = 64 << 10;
+
 /// Something to keep alive until the response has been produced in full
 /// (the request's uploaded files).
 pub(crate) type Keep = Box<dyn Send + 'static>;
@@ -176,6 +184,18 @@ pub(crate) async fn read(
         lease.poison();
         return Err(PoolError::from(hearth_proto::Error::unexpected(
             "response frame before the head",
+        )));
+    }
+    if head_frame.payload.len() > MAX_RESPONSE_HEAD {
+        // The worker is sound: dropping the lease drains the rest of the
+        // response, and it serves on.
+        return Err(PoolError::from(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "the worker sent too big a response head ({} bytes of status and header \
+                 lines, at most {MAX_RESPONSE_HEAD}; nginx: \"upstream sent too big header\")",
+                head_frame.payload.len()
+            ),
         )));
     }
     let head = ResponseHead::decode(&head_frame.payload).inspect_err(|_| lease.poison())?;

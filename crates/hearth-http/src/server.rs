@@ -28,6 +28,7 @@ use crate::protocol::{self, Negotiation, Protocol};
 use crate::response::{self, ResponseBody};
 use crate::sendbuf::{self, Budget};
 use crate::stall::{Watched, WriteTimeout};
+use crate::throttle::{self, Throttle};
 use crate::tls::TlsConfig;
 use crate::{compress, request, static_files};
 
@@ -181,7 +182,7 @@ pub async fn serve(
                         Err(e) if e.is_parse() || e.is_parse_too_large() => {
                             tracing::warn!(%remote, "refused a request: {e}");
                         }
-                        Err(e) => tracing::debug!(%remote, "connection ended: {e}"),
+                        Err(e) => connection_error(remote, &e),
                         Ok(()) => {}
                     }
                     drop(slot);
@@ -207,6 +208,44 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+/// How often a client's HTTP/2 abuse is logged at most.
+const ABUSE_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// HTTP/2 connections closed for abuse (rapid reset, frame floods): one
+/// line per connection would let any client fill the log.
+static HTTP2_ABUSE: Throttle = Throttle::new(ABUSE_LOG_EVERY);
+
+/// Logs why a connection ended in an error: most are ordinary (a client
+/// that went away) and logged at debug; an HTTP/2 connection closed for
+/// abuse is a warning, at most one every [`ABUSE_LOG_EVERY`], which says
+/// how many were left out.
+fn connection_error(remote: std::net::SocketAddr, e: &hyper::Error) {
+    let reason = {
+        let mut source = std::error::Error::source(e);
+        let mut reason = None;
+        while let Some(error) = source {
+            if let Some(h2) = error.downcast_ref::<::h2::Error>() {
+                reason = h2.is_library().then(|| h2.reason()).flatten();
+                break;
+            }
+            source = error.source();
+        }
+        reason
+    };
+    if reason == Some(::h2::Reason::ENHANCE_YOUR_CALM) {
+        if let Some(left_out) = HTTP2_ABUSE.allow() {
+            tracing::warn!(
+                %remote,
+                "closed an HTTP/2 connection whose client reset or sent too many streams or frames \
+                 (rapid reset?): GOAWAY ENHANCE_YOUR_CALM{}",
+                throttle::left_out(left_out, ABUSE_LOG_EVERY)
+            );
+        }
+        return;
+    }
+    tracing::debug!(%remote, "connection ended: {e}");
 }
 
 /// Takes a connection slot, then a connection. With every slot taken,

@@ -20,7 +20,7 @@ mod process;
 mod supervisor;
 mod worker;
 
-pub use config::{PoolConfig, WorkerUser};
+pub use config::{Account, PoolConfig, WorkerUser};
 pub use dispatch::Lease;
 pub use error::Error;
 pub use observe::{RestartReason, WorkerInfo, WorkerState};
