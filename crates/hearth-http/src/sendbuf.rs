@@ -33,12 +33,20 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use bytes::{Buf as _, Bytes};
 use futures_util::Stream;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+use crate::throttle::{self, Throttle};
+
+/// Temporary file failures (a full disk) are logged at most this often:
+/// otherwise every response would say so.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+static FILE_FAILURES: Throttle = Throttle::new(LOG_EVERY);
 
 /// Most bytes handed to hyper at once over HTTP/1.1: a connection holds
 /// one response, and larger pieces cost fewer trips through hyper.
@@ -277,10 +285,13 @@ impl Writer {
                         // Degrade to memory alone: what the file holds is
                         // still read, and the worker waits for the client
                         // (disk full, say) rather than the response break.
-                        tracing::error!(
-                            "cannot write a response to its temporary file: {e}; \
-                             its worker now waits for the client"
-                        );
+                        if let Some(left_out) = FILE_FAILURES.allow() {
+                            tracing::error!(
+                                "cannot write a response to its temporary file: {e}; \
+                                 its worker now waits for the client{}",
+                                throttle::left_out(left_out, LOG_EVERY)
+                            );
+                        }
                         self.shared.lock().file_failed = true;
                         continue;
                     }
@@ -344,10 +355,13 @@ impl Writer {
                         file
                     }
                     Err(e) => {
-                        tracing::error!(
-                            "cannot make a temporary file for a response: {e}; \
-                             its worker now waits for the client"
-                        );
+                        if let Some(left_out) = FILE_FAILURES.allow() {
+                            tracing::error!(
+                                "cannot make a temporary file for a response: {e}; \
+                                 its worker now waits for the client{}",
+                                throttle::left_out(left_out, LOG_EVERY)
+                            );
+                        }
                         state.file_failed = true;
                         return None;
                     }

@@ -217,6 +217,10 @@ const ABUSE_LOG_EVERY: Duration = Duration::from_secs(10);
 /// line per connection would let any client fill the log.
 static HTTP2_ABUSE: Throttle = Throttle::new(ABUSE_LOG_EVERY);
 
+/// Requests refused after waiting for their connection's turn: one client
+/// with 128 streams would otherwise write 128 lines.
+static TURNS_OUT: Throttle = Throttle::new(ABUSE_LOG_EVERY);
+
 /// Logs why a connection ended in an error: most are ordinary (a client
 /// that went away) and logged at debug; an HTTP/2 connection closed for
 /// abuse is a warning, at most one every [`ABUSE_LOG_EVERY`], which says
@@ -322,12 +326,16 @@ async fn respond(
     let turn = match tokio::time::timeout(queue_timeout, turns.acquire_owned()).await {
         Ok(Ok(turn)) => turn,
         _ => {
-            tracing::warn!(
-                remote = %conn.remote().0,
-                "503: a request waited {:?} for its connection's turn ({} of its requests in PHP)",
-                queue_timeout,
-                app.connection_workers,
-            );
+            if let Some(left_out) = TURNS_OUT.allow() {
+                tracing::warn!(
+                    remote = %conn.remote().0,
+                    "503: a request waited {:?} for its connection's turn ({} of its requests \
+                     in PHP){}",
+                    queue_timeout,
+                    app.connection_workers,
+                    throttle::left_out(left_out, ABUSE_LOG_EVERY)
+                );
+            }
             return Ok(unavailable(config));
         }
     };

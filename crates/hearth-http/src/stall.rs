@@ -33,6 +33,13 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 use crate::metrics::Metrics;
+use crate::throttle::{self, Throttle};
+
+/// How often each kind of send timeout is logged at most: a client can
+/// cause one per stream or connection it opens.
+const LOG_EVERY: Duration = Duration::from_secs(10);
+static STREAMS_RESET: Throttle = Throttle::new(LOG_EVERY);
+static CONNECTIONS_CLOSED: Throttle = Throttle::new(LOG_EVERY);
 
 tokio::task_local! {
     /// The clock of the HTTP/2 stream whose task runs now.
@@ -107,12 +114,15 @@ impl StreamExecutor {
         })
         .await;
         if stalled {
-            tracing::info!(
-                "reset an HTTP/2 stream: its client took none of the response to {} for {:?} \
-                 (send timeout)",
-                clock.what.get().map_or("a request", String::as_str),
-                self.timeout
-            );
+            if let Some(left_out) = STREAMS_RESET.allow() {
+                tracing::info!(
+                    "reset an HTTP/2 stream: its client took none of the response to {} for {:?} \
+                     (send timeout){}",
+                    clock.what.get().map_or("a request", String::as_str),
+                    self.timeout,
+                    throttle::left_out(left_out, LOG_EVERY)
+                );
+            }
             if let Some(metrics) = &self.metrics {
                 metrics.send_timed_out();
             }
@@ -226,11 +236,14 @@ impl<T> WriteTimeout<T> {
         if self.sleep.as_mut().poll(cx).is_pending() {
             return Poll::Pending;
         }
-        tracing::info!(
-            remote = %self.remote,
-            "closed a connection: its client took nothing for {:?} (send timeout)",
-            self.timeout
-        );
+        if let Some(left_out) = CONNECTIONS_CLOSED.allow() {
+            tracing::info!(
+                remote = %self.remote,
+                "closed a connection: its client took nothing for {:?} (send timeout){}",
+                self.timeout,
+                throttle::left_out(left_out, LOG_EVERY)
+            );
+        }
         if let Some(metrics) = &self.metrics {
             metrics.send_timed_out();
         }
