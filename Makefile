@@ -42,7 +42,7 @@ test: lint test-rust test-php test-packaging
 	@skipped=$$( \
 		[ -n "$(HAVE_RUSTFMT)" ] || echo "cargo fmt --check: rustfmt is not installed (rustup component add rustfmt)"; \
 		[ -n "$(HAVE_CLIPPY)" ] || echo "cargo clippy: clippy is not installed (rustup component add clippy)"; \
-		[ -n "$(IS_ROOT)" ] || echo "tests/security.rs, the tests needing root: run make test as root"; \
+		[ -n "$(IS_ROOT)" ] || echo "tests/security.rs and tests/worker_isolation.rs, the tests needing root: run make test as root"; \
 		awk '/<testcase /{ match($$0, /name="[^"]*"/); t = substr($$0, RSTART + 6, RLENGTH - 7); \
 			match($$0, /class="[^"]*"/); c = substr($$0, RSTART + 7, RLENGTH - 8) } \
 			/<skipped/{ printf "%s::%s, skipped by PHPUnit (why: in its output above)\n", c, t }' $(PHPUNIT_LOG) \
