@@ -4,7 +4,7 @@ CARGO ?= cargo
 PHPUNIT ?= phpunit
 PHPCS ?= phpcs
 
-.PHONY: run test build test-rust test-php lint bench clean
+.PHONY: run test build test-rust test-php test-phpt lint bench clean
 
 ## Serve the built-in demo on http://127.0.0.1:8080 (Ctrl-C to stop). Run
 ## as root, Hearth needs a user for PHP: the demo's workers run as www-data.
@@ -34,6 +34,17 @@ test-rust:
 test-php:
 	$(CARGO) build -p hearth
 	cd php && HEARTH_BIN=$(CURDIR)/target/debug/hearth $(PHPUNIT)
+
+## PHP's own request-input tests (php-src's tests/basic and the ext/ and
+## sapi/ tests with request sections) over HTTP, against nginx + php-fpm and
+## against Hearth's worker mode; fails on a test that passes under php-fpm
+## and fails under Hearth without being listed in
+## tests/phpt/known-failures.txt. Not in `make test`: it takes minutes and
+## downloads the distribution's PHP source package once (see
+## tests/phpt/run.py).
+test-phpt:
+	$(CARGO) build -p hearth
+	python3 tests/phpt/run.py --check
 
 lint:
 	@if $(CARGO) fmt --version >/dev/null 2>&1; then $(CARGO) fmt --all -- --check; else echo "rustfmt not installed: skipping cargo fmt --check"; fi
