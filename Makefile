@@ -19,7 +19,7 @@ HAVE_RUSTFMT = $(call have,$(CARGO) fmt --version)
 HAVE_CLIPPY = $(call have,$(CARGO) clippy --version)
 IS_ROOT = $(filter 0,$(shell id -u))
 
-.PHONY: run test build test-rust test-php test-packaging lint bench clean \
+.PHONY: run test build test-rust test-php test-packaging test-phpt lint bench clean \
 	deps-run deps-test deps-bench
 
 deps-run deps-test deps-bench: deps-%:
@@ -68,6 +68,17 @@ test-php: deps-test
 ## The decisions of packaging/deps.sh, against fake dpkg and apt.
 test-packaging:
 	sh packaging/tests/deps_test.sh
+
+## PHP's own request-input tests (php-src's tests/basic and the ext/ and
+## sapi/ tests with request sections) over HTTP, against nginx + php-fpm and
+## against Hearth's worker mode; fails on a test that passes under php-fpm
+## and fails under Hearth without being listed in
+## tests/phpt/known-failures.txt. Not in `make test`: it takes minutes and
+## downloads the distribution's PHP source package once (see
+## tests/phpt/run.py).
+test-phpt: deps-test
+	$(CARGO) build -p hearth
+	python3 tests/phpt/run.py --check
 
 ## rustfmt and clippy are optional (named in make test's summary when
 ## missing); phpcs is not: packaging/deps.sh installs it for make test.
