@@ -1,15 +1,34 @@
 # Hearth: the two commands a newcomer needs are `make run` and `make test`.
+# Each first installs the Debian/Ubuntu packages it needs (the list is
+# packaging/deps.txt; packaging/deps.sh installs them, as root or through
+# `sudo -n`, or stops before building and prints the command to run).
 
 CARGO ?= cargo
 PHPUNIT ?= phpunit
 PHPCS ?= phpcs
+DEPS ?= sh packaging/deps.sh
 
-.PHONY: run test build test-rust test-php lint bench clean
+# Where cargo builds: CARGO_TARGET_DIR when set, as cargo reads it.
+TARGET_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))
+HEARTH_DEBUG := $(TARGET_DIR)/debug/hearth
+PHPUNIT_LOG := $(TARGET_DIR)/phpunit-junit.xml
+
+# Optional tools, probed when a recipe asks (not when the Makefile is read).
+have = $(shell $(1) >/dev/null 2>&1 && echo yes)
+HAVE_RUSTFMT = $(call have,$(CARGO) fmt --version)
+HAVE_CLIPPY = $(call have,$(CARGO) clippy --version)
+IS_ROOT = $(filter 0,$(shell id -u))
+
+.PHONY: run test build test-rust test-php test-packaging test-phpt lint bench clean \
+	deps-run deps-test deps-bench
+
+deps-run deps-test deps-bench: deps-%:
+	@$(DEPS) $*
 
 ## Serve the built-in demo on http://127.0.0.1:8080 (Ctrl-C to stop). Run
 ## as root, Hearth needs a user for PHP: the demo's workers run as www-data.
-RUN_AS := $(if $(filter 0,$(shell id -u)),--user www-data,)
-run:
+RUN_AS = $(if $(IS_ROOT),--user www-data,)
+run: deps-run
 	$(CARGO) run --release -p hearth -- serve --listen 127.0.0.1:8080 $(RUN_AS)
 
 build:
@@ -17,32 +36,61 @@ build:
 
 ## Every test: Rust unit, property and integration tests (real php-cgi
 ## workers, and nginx + php-fpm for the differential test), the PHP
-## library's PHPUnit suite, and the linters.
-test: lint test-rust test-php
+## library's PHPUnit suite, the linters, and the tests of packaging/; then
+## a summary naming everything that was skipped.
+test: lint test-rust test-php test-packaging
+	@skipped=$$( \
+		[ -n "$(HAVE_RUSTFMT)" ] || echo "cargo fmt --check: rustfmt is not installed (rustup component add rustfmt)"; \
+		[ -n "$(HAVE_CLIPPY)" ] || echo "cargo clippy: clippy is not installed (rustup component add clippy)"; \
+		[ -n "$(IS_ROOT)" ] || echo "tests/security.rs and tests/worker_isolation.rs, the tests needing root: run make test as root"; \
+		awk '/<testcase /{ match($$0, /name="[^"]*"/); t = substr($$0, RSTART + 6, RLENGTH - 7); \
+			match($$0, /class="[^"]*"/); c = substr($$0, RSTART + 7, RLENGTH - 8) } \
+			/<skipped/{ printf "%s::%s, skipped by PHPUnit (why: in its output above)\n", c, t }' $(PHPUNIT_LOG) \
+	); \
+	echo; echo "make test: passed."; \
+	if [ -n "$$skipped" ]; then echo "Skipped:"; echo "$$skipped" | sed 's/^/  /'; else echo "Nothing skipped."; fi
 
 ## Tests that need root (switching the workers' user) are marked ignored,
 ## so that a run as another user lists them as such; as root they run too.
-test-rust:
+test-rust: deps-test
 	$(CARGO) test --workspace
 	@if [ "$$(id -u)" = 0 ]; then \
-		$(CARGO) test -p hearth --test security -- --ignored; \
+		$(CARGO) test -p hearth --test security -- --ignored && \
+		$(CARGO) test -p hearth --test worker_isolation -- --ignored; \
 	else \
-		echo "tests needing root skipped (tests/security.rs, shown as ignored above): run make test as root to run them"; \
+		echo "tests needing root skipped (tests/security.rs, tests/worker_isolation.rs, shown as ignored above): run make test as root to run them"; \
 	fi
 
-test-php:
+test-php: deps-test
 	$(CARGO) build -p hearth
-	cd php && HEARTH_BIN=$(CURDIR)/target/debug/hearth $(PHPUNIT)
+	cd php && HEARTH_BIN=$(HEARTH_DEBUG) $(PHPUNIT) --verbose --log-junit $(PHPUNIT_LOG)
 
-lint:
-	@if $(CARGO) fmt --version >/dev/null 2>&1; then $(CARGO) fmt --all -- --check; else echo "rustfmt not installed: skipping cargo fmt --check"; fi
-	@if $(CARGO) clippy --version >/dev/null 2>&1; then $(CARGO) clippy --workspace --all-targets --all-features -- -D warnings; else echo "clippy not installed: skipping cargo clippy"; fi
+## The decisions of packaging/deps.sh, against fake dpkg and apt.
+test-packaging:
+	sh packaging/tests/deps_test.sh
+
+## PHP's own request-input tests (php-src's tests/basic and the ext/ and
+## sapi/ tests with request sections) over HTTP, against nginx + php-fpm and
+## against Hearth's worker mode; fails on a test that passes under php-fpm
+## and fails under Hearth without being listed in
+## tests/phpt/known-failures.txt. Not in `make test`: it takes minutes and
+## downloads the distribution's PHP source package once (see
+## tests/phpt/run.py).
+test-phpt: deps-test
+	$(CARGO) build -p hearth
+	python3 tests/phpt/run.py --check
+
+## rustfmt and clippy are optional (named in make test's summary when
+## missing); phpcs is not: packaging/deps.sh installs it for make test.
+lint: deps-test
+	@if [ -n "$(HAVE_RUSTFMT)" ]; then $(CARGO) fmt --all -- --check; else echo "rustfmt not installed: skipping cargo fmt --check (rustup component add rustfmt)"; fi
+	@if [ -n "$(HAVE_CLIPPY)" ]; then $(CARGO) clippy --workspace --all-targets --all-features -- -D warnings; else echo "clippy not installed: skipping cargo clippy (rustup component add clippy)"; fi
 	@for f in $$(git ls-files '*.php'); do php -l "$$f" >/dev/null || exit 1; done; echo "php -l: ok"
-	@if command -v $(PHPCS) >/dev/null 2>&1; then $(PHPCS) --standard=PSR12 php/src php/tests php/autoload.php examples; else echo "phpcs not installed: skipping PSR-12 check"; fi
+	$(PHPCS) --standard=PSR12 php/src php/tests php/autoload.php examples
 
 ## Hearth against nginx + php-fpm, same machine, same run; then `hearth run`
 ## against the TaskRunner.php seed's process pools (see bench/README.md).
-bench:
+bench: deps-bench
 	$(CARGO) build --release -p hearth
 	python3 bench/http.py
 	python3 bench/recycle.py

@@ -273,6 +273,45 @@ fn query_strings_cookies_and_headers_match() {
     );
 }
 
+/// Issue 21, item 12 (CVE-2022-31629): PHP never mangles a cookie name
+/// into `__Host-` or `__Secure-`, so a sibling subdomain's `..Host-x`
+/// neither passes for nor shadows the real `__Host-x`. The cookies of
+/// php-src's ext/standard/tests/bug81727.phpt and ghsa-wpj3-hf5j-x4v4.phpt,
+/// and names with quotes, backslashes, dots, spaces and brackets
+/// (tests/basic/028.phpt's), land in `$_COOKIE` as php-fpm puts them.
+#[test]
+fn cookie_names_are_never_mangled_into_host_or_secure_prefixes() {
+    let both = Both::start();
+    let mut ghsa = Vec::new();
+    for prefix in ["Host", "Secure"] {
+        for suffix in ["", "[]"] {
+            for start in ["..", "._", ".[", "_.", "__", "_[", "[.", "[_", "[["] {
+                ghsa.push(format!("{start}{prefix}-test{suffix}={start}{suffix}"));
+            }
+        }
+    }
+    let headers = [
+        "..Host-test=ignore; __Host-test=correct; . Secure-test=ignore; . Elephpant=Awesome;"
+            .to_owned(),
+        ghsa.join("; "),
+        "__Host-a=1; ..Host-a=2; __Secure-b=3; .[Secure-b=4; _.Host-u=5; __Host-u=6".to_owned(),
+        r#"n\4=a; n\\5=b; n\'6=c; n\"7=d; 'n8'=e; "n9"=f; a.b c[d.e f]=1; q[ a]=3; r[ ]=4; s[]x=5; t]=6"#
+            .to_owned(),
+    ];
+    for header in &headers {
+        let (f, h) = both.send(&Req::new("GET", "/cookies").header("Cookie", header));
+        assert_eq!(f.status, 200, "php-fpm: {}", f.text());
+        same(&format!("$_COOKIE from {header:?}"), &f, &h);
+    }
+    let (f, _) = both.send(&Req::new("GET", "/cookies").header("Cookie", &headers[0]));
+    assert!(
+        f.text()
+            .contains("[\"__Host-test\"]=>\n  string(7) \"correct\""),
+        "php-fpm keeps the real __Host- cookie: {}",
+        f.text()
+    );
+}
+
 #[test]
 fn forms_and_raw_bodies_match() {
     let both = Both::start();

@@ -434,10 +434,11 @@ fn the_workers_user_cannot_plant_links_where_the_front_makes_channels() {
     ]
     .map(String::from)
     .to_vec();
-    let server = Server::spawn_args_env(
-        &args,
-        &[("XDG_RUNTIME_DIR", runtime.path()), ("TMPDIR", tmp.path())],
-    );
+    let mut cmd = Command::new(support::hearth_bin());
+    cmd.args(&args)
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .env("TMPDIR", tmp.path());
+    let server = Server::spawn_command(cmd);
     server.wait_until_ready();
     // As www-data: a link to root's file under every name a worker's
     // channel ever had, in every directory there that www-data can write.

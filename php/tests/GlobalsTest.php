@@ -65,10 +65,36 @@ final class GlobalsTest extends TestCase
             'utf=%E2%82%AC; ünï=raw€',
             ';',
             '',
+            // CVE-2022-31629: mangling never makes a name __Host- or __Secure-
+            // (php-src ext/standard/tests/bug81727.phpt, ghsa-wpj3-hf5j-x4v4.phpt).
+            '..Host-test=ignore; __Host-test=correct; . Secure-test=ignore; . Elephpant=Awesome;',
+            self::cookieNamesOfGhsaWpj3(),
+            '__Host-a=1; ..Host-a=2; __Secure-b=3; .[Secure-b=4',
+            ' __Host-x=1; _.Host-y[]=2; [_Secure-z=3; __Secure-=4; __Host=5; ._Host=6',
+            '_.Host-u=1; __Host-u=2; .Secure-v=3; _Secure-v=4',
+            // Quotes, backslashes, dots, spaces and brackets (tests/basic/028.phpt's names).
+            'n\\4=a; n\\\\5=b; n\\\'6=c; n\\"7=d; \'n8\'=e; "n9"=f',
+            'a.b c[d.e f]=1; a.b c[x y][z.w]=2; q[ a]=3; r[ ]=4; s[]x=5; t]=6',
         ];
         foreach ($headers as $header) {
             yield var_export($header, true) => [$header];
         }
+    }
+
+    /** ghsa-wpj3-hf5j-x4v4.phpt's cookies: every way to spell "__Host-" and "__Secure-". */
+    private static function cookieNamesOfGhsaWpj3(): string
+    {
+        $pairs = [];
+        foreach (['Host', 'Secure'] as $prefix) {
+            $n = 0;
+            foreach (['', '[]'] as $suffix) {
+                foreach (['..', '._', '.[', '_.', '__', '_[', '[.', '[_', '[['] as $start) {
+                    $n++;
+                    $pairs[] = $start . $prefix . '-test' . $suffix . '=v_' . $n;
+                }
+            }
+        }
+        return implode('; ', $pairs);
     }
 
     /** @dataProvider cookieHeaders */

@@ -28,6 +28,11 @@ pub fn fixture(name: &str) -> PathBuf {
     root().join("tests/fixtures").join(name)
 }
 
+/// The hearth binary under test.
+pub fn hearth_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_hearth"))
+}
+
 /// The PHP binary workers use (HEARTH_TEST_PHP overrides).
 pub fn php_binary() -> String {
     std::env::var("HEARTH_TEST_PHP").unwrap_or_else(|_| "php-cgi".into())
@@ -86,21 +91,23 @@ impl Server {
     }
 
     pub fn spawn_args(args: &[String]) -> Server {
-        Server::spawn_args_env(args, &[])
-    }
-
-    /// `spawn_args`, with these variables added to Hearth's environment.
-    pub fn spawn_args_env(args: &[String], env: &[(&str, &Path)]) -> Server {
         let mut args = args.to_vec();
         if args.first().is_some_and(|a| a == "serve") && !args.iter().any(|a| a == "--user") {
             args.extend(as_root());
         }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hearth"))
-            .args(&args)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_hearth"));
+        cmd.args(&args);
+        Server::spawn_command(cmd)
+    }
+
+    /// Starts `cmd`, which runs `hearth serve` (perhaps through a shell
+    /// or another program, with its own environment), without waiting for
+    /// workers. Nothing is added to its arguments.
+    pub fn spawn_command(mut cmd: Command) -> Server {
+        let mut child = cmd
             // Set in Hearth's own environment: it must not reach workers.
             .env("HEARTH_RESPONSES", "/nonexistent/hearth-test")
             .env("HEARTH_LOG", "debug,hyper=info")
-            .envs(env.iter().copied())
             .env_remove("RUST_LOG")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())

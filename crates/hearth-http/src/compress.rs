@@ -4,7 +4,6 @@
 
 use async_compression::tokio::bufread::{BrotliEncoder, GzipEncoder};
 use async_compression::Level;
-use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Response, StatusCode};
 use http_body_util::BodyExt as _;
@@ -194,7 +193,11 @@ pub(crate) async fn php_response(
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(is_compressible);
-    let whole = matches!(response.body(), ResponseBody::Full(_));
+    let whole = match response.body() {
+        ResponseBody::Full(_) | ResponseBody::Charged(..) => true,
+        ResponseBody::Spooled(spool) => spool.len().is_some(),
+        ResponseBody::Reader(_) => false,
+    };
     let big = hyper::body::Body::size_hint(response.body())
         .exact()
         .is_some_and(|n| n >= MIN_SIZE);
@@ -205,11 +208,14 @@ pub(crate) async fn php_response(
         return response;
     };
     let (mut parts, body) = response.into_parts();
-    let bytes: Bytes = match body {
+    let body = match body {
         ResponseBody::Full(full) => match full.collect().await {
-            Ok(collected) => collected.to_bytes(),
+            Ok(collected) => coding.encode(std::io::Cursor::new(collected.to_bytes())),
             Err(never) => match never {},
         },
+        // The charge goes with the bytes, until the encoder has read them.
+        ResponseBody::Charged(held) => coding.encode(std::io::Cursor::new(held)),
+        ResponseBody::Spooled(spool) => coding.encode(tokio_util::io::StreamReader::new(spool)),
         other => return Response::from_parts(parts, other),
     };
     parts.headers.insert(
@@ -220,7 +226,6 @@ pub(crate) async fn php_response(
     parts.headers.remove(header::ACCEPT_RANGES);
     add_vary(&mut parts.headers);
     weaken_etag(&mut parts.headers);
-    let body = coding.encode(std::io::Cursor::new(bytes));
     Response::from_parts(parts, ResponseBody::Reader(body))
 }
 
@@ -317,8 +322,14 @@ mod tests {
         let encoded = php_response(encoded, &Method::GET, &request).await;
         assert_eq!(encoded.headers()[header::CONTENT_ENCODING], "deflate");
 
-        let (_tx, rx) = tokio::sync::mpsc::channel(1);
-        let mut streamed = Response::new(ResponseBody::Stream(rx));
+        let limits = crate::sendbuf::Limits {
+            buffer: 1024,
+            memory: crate::sendbuf::Budget::new(0),
+            disk: crate::sendbuf::Budget::new(0),
+            dir: None,
+        };
+        let (_writer, reader) = crate::sendbuf::spool(limits, None, 1024);
+        let mut streamed = Response::new(ResponseBody::Spooled(reader));
         streamed
             .headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html"));

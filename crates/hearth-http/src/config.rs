@@ -67,9 +67,11 @@ pub struct ServeConfig {
     /// complete before their connections are dropped.
     pub grace_period: Duration,
     /// A hard limit on how long a worker may take over a request, from the
-    /// moment it has it to the end of the response: past it the worker is
-    /// stopped (SIGTERM, then SIGKILL) and replaced, and the client gets
-    /// 504 (or, mid-stream, a cut connection). None: no limit.
+    /// moment it has it to the end of the response (read into Hearth's
+    /// buffers: a slow client is `send_timeout`'s business, unless the
+    /// buffers are full): past it the worker is stopped (SIGTERM, then
+    /// SIGKILL) and replaced, and the client gets 504 (or, mid-stream, a
+    /// cut connection). None: no limit.
     pub request_timeout: Option<Duration>,
     /// Serve HTTPS with this certificate: HTTP/2 or HTTP/1.1, as the
     /// client chooses by ALPN. None: plain HTTP.
@@ -80,6 +82,27 @@ pub struct ServeConfig {
     /// Most requests an HTTP/2 connection may have in flight at once
     /// (nginx's `http2_max_concurrent_streams`).
     pub max_concurrent_streams: u32,
+    /// Most requests of one connection that may wait for or hold a worker
+    /// at once; the others wait their turn on the connection, so that one
+    /// client's backlog never stands in the pool's line ahead of other
+    /// clients. None: as many as the pool has workers.
+    pub connection_workers: Option<usize>,
+    /// Longest time a response may go without the client taking any of it
+    /// (nginx's `send_timeout`): then the response is cut (its HTTP/2
+    /// stream reset, or its connection closed).
+    pub send_timeout: Duration,
+    /// Bytes of a response each request may hold in memory while its
+    /// client takes them (nginx's `fastcgi_buffers`); more goes to the
+    /// shared `response_memory`, then to a temporary file.
+    pub response_buffer_size: usize,
+    /// Bytes of responses held in memory across all connections beyond
+    /// each one's `response_buffer_size` (at most 4 MiB each).
+    pub response_memory: u64,
+    /// Bytes of responses held in temporary files across all connections
+    /// (nginx's `fastcgi_max_temp_file_size`, which is per request). Past
+    /// it, a worker waits for its client, within `request_timeout`. 0:
+    /// responses never go to disk.
+    pub max_response_spool: u64,
     /// Metrics and the access log, when either is on.
     pub observer: Observer,
 }
@@ -114,6 +137,11 @@ impl ServeConfig {
             tls: None,
             h2c: false,
             max_concurrent_streams: 128,
+            connection_workers: None,
+            send_timeout: Duration::from_secs(60),
+            response_buffer_size: 32 << 10,
+            response_memory: 64 << 20,
+            max_response_spool: 1 << 30,
             observer: Observer::default(),
         }
     }

@@ -3,6 +3,12 @@
 //! GOAWAY that lets requests in flight finish: after the keep-alive
 //! timeout without a request (hyper has no idle timeout for HTTP/2), and
 //! when the server shuts down.
+//!
+//! What a stream buffers for sending is bounded: hyper is handed at most
+//! [`CHUNK_HTTP2`] of a response at a time, h2 buffers at most [`SEND_BUFFER`]
+//! of it beyond what the client's window lets through, and a stream
+//! whose client never opens its window is reset after the send timeout
+//! ([`StreamExecutor`]).
 
 use std::error::Error as StdError;
 use std::sync::Arc;
@@ -12,28 +18,38 @@ use hyper::body::{Body, Incoming};
 use hyper::rt::bounds::Http2ServerConnExec;
 use hyper::server::conn::http2;
 use hyper::service::HttpService;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::config::ServeConfig;
 use crate::guard::Shared;
+use crate::sendbuf::CHUNK_HTTP2;
+use crate::stall::StreamExecutor;
+
+/// Bytes of a response one stream's h2 send buffer holds at most (hyper's
+/// default is 400 KiB): two of the pieces hyper is handed.
+const SEND_BUFFER: usize = 2 * CHUNK_HTTP2;
 
 /// How the server's HTTP/2 connections are served.
 #[derive(Debug)]
 pub(crate) struct Http2 {
-    builder: http2::Builder<TokioExecutor>,
+    builder: http2::Builder<StreamExecutor>,
     /// How long a connection may go without a request in flight.
     idle: Duration,
 }
 
 impl Http2 {
     pub fn new(config: &ServeConfig) -> Http2 {
-        let mut builder = http2::Builder::new(TokioExecutor::new());
+        let mut builder = http2::Builder::new(StreamExecutor {
+            timeout: config.send_timeout,
+            metrics: config.observer.metrics.clone(),
+        });
         builder
             .timer(TokioTimer::new())
             .max_concurrent_streams(config.max_concurrent_streams)
+            .max_send_buf_size(SEND_BUFFER)
             // The head limits in HPACK's terms: 32 bytes per field on top
             // of its name and value.
             .max_header_list_size(
@@ -64,7 +80,7 @@ impl Http2 {
         S::Error: Into<Box<dyn StdError + Send + Sync>>,
         S::ResBody: 'static,
         <S::ResBody as Body>::Error: Into<Box<dyn StdError + Send + Sync>>,
-        TokioExecutor: Http2ServerConnExec<S::Future, S::ResBody>,
+        StreamExecutor: Http2ServerConnExec<S::Future, S::ResBody>,
     {
         let connection = self.builder.serve_connection(TokioIo::new(io), service);
         let idle = until_idle(shared.clone(), self.idle);

@@ -28,6 +28,9 @@
 //! - `static_files`: files from the document root, served as nginx would.
 //! - `compress`: gzip and brotli for clients that accept them.
 //! - `response`: the worker's response frames turned into an HTTP response.
+//! - `stall`: the send timeout: stalled writes and stalled HTTP/2 streams.
+//! - `sendbuf`: what a response holds while its client takes it: memory,
+//!   then a temporary file, within budgets shared by all responses.
 //! - `config`: [`ServeConfig`], the settings and their defaults.
 //! - `observe`: a response body wrapper that records each request.
 //! - `admin`: `/metrics`, `/healthz` and `/readyz` on an address of their own.
@@ -39,6 +42,7 @@
 //! - `framing`: where each HTTP/1.1 request begins and ends, without I/O.
 //! - `target`: the request target as nginx takes it.
 //! - `tls`: the certificate and the rustls settings.
+//! - `throttle`: log lines a client can cause, at most one per interval.
 
 mod access_log;
 pub mod admin;
@@ -57,9 +61,12 @@ mod observe;
 mod protocol;
 mod request;
 mod response;
+mod sendbuf;
 mod server;
+mod stall;
 mod static_files;
 mod target;
+mod throttle;
 mod tls;
 
 pub use access_log::{AccessLog, AccessLogFormat};

@@ -38,6 +38,7 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     durations: Family<ClassLabels, Histogram, fn() -> Histogram>,
     in_flight: Gauge,
+    send_timeouts: Counter,
 }
 
 impl Metrics {
@@ -65,12 +66,19 @@ impl Metrics {
             "Requests being handled now",
             in_flight.clone(),
         );
+        let send_timeouts = Counter::default();
+        registry.register(
+            "hearth_http_send_timeouts",
+            "Responses cut because their client took none of them for send_timeout",
+            send_timeouts.clone(),
+        );
         registry.register_collector(Box::new(PoolCollector { pool, access_log }));
         Metrics {
             registry,
             requests,
             durations,
             in_flight,
+            send_timeouts,
         }
     }
 
@@ -92,6 +100,12 @@ impl Metrics {
                 class: class_label(status),
             })
             .observe(seconds);
+    }
+
+    /// A response was cut by the send timeout (a stream reset, or a
+    /// connection closed).
+    pub(crate) fn send_timed_out(&self) {
+        self.send_timeouts.inc();
     }
 
     /// The metrics in the text format.

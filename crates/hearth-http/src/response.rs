@@ -1,4 +1,11 @@
 //! Turning a worker's response frames into an HTTP response.
+//!
+//! The worker's frames are read as fast as the worker writes them, never
+//! at the client's pace: a response that is not small, or that the app
+//! streams, goes through a spool (memory, then a temporary file, see
+//! [`sendbuf`](crate::sendbuf)), and the worker goes back to the pool as
+//! soon as it has finished. A client that reads slowly, or not at all,
+//! costs disk space for `--send-timeout` at most, never a worker.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -13,15 +20,25 @@ use http::{HeaderMap, Method, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::{Body, Frame as BodyFrame, SizeHint};
 use tokio::io::AsyncRead;
-use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::io::ReaderStream;
 
-/// The body of a response: whole when the worker produced it at once,
-/// streamed when the app flushed output along the way.
+use crate::sendbuf::{self, Held, Limits, PushError};
+
+/// The body of a response: whole when the worker produced it at once and
+/// it is small, spooled when it is large or the app flushed output along
+/// the way.
 #[derive(Debug)]
 pub enum ResponseBody {
     Full(Full<Bytes>),
-    Stream(mpsc::Receiver<Result<Bytes, StreamError>>),
+    /// A whole body held in memory against the responses' memory budget,
+    /// given back when the body is dropped. It is handed to hyper chunk by
+    /// chunk, so that the rest stays here, counted, while the client is
+    /// slow to take it.
+    Charged(Held),
+    /// Read from the worker into memory and a temporary file as fast as
+    /// the worker writes it; handed to the client as it takes it.
+    Spooled(sendbuf::Reader),
     /// Read chunk by chunk from a file or through a compressor, so large
     /// files never sit in memory whole.
     Reader(ReaderBody),
@@ -87,9 +104,12 @@ impl Body for ResponseBody {
             ResponseBody::Full(full) => Pin::new(full)
                 .poll_frame(cx)
                 .map_err(|never| match never {}),
-            ResponseBody::Stream(rx) => rx
-                .poll_recv(cx)
-                .map(|chunk| chunk.map(|r| r.map(BodyFrame::data))),
+            ResponseBody::Charged(held) => {
+                Poll::Ready(held.next_chunk().map(|c| Ok(BodyFrame::data(c))))
+            }
+            ResponseBody::Spooled(spool) => spool
+                .poll_chunk(cx)
+                .map(|chunk| chunk.map(|r| r.map(BodyFrame::data).map_err(StreamError))),
             ResponseBody::Reader(reader) => {
                 Pin::new(&mut reader.stream).poll_next(cx).map(|chunk| {
                     chunk.map(|r| {
@@ -104,38 +124,78 @@ impl Body for ResponseBody {
     fn is_end_stream(&self) -> bool {
         match self {
             ResponseBody::Full(full) => full.is_end_stream(),
+            ResponseBody::Charged(held) => held.remaining() == 0,
             ResponseBody::Reader(reader) => reader.len == Some(0),
-            ResponseBody::Stream(_) => false,
+            ResponseBody::Spooled(spool) => spool.len() == Some(0),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match self {
             ResponseBody::Full(full) => full.size_hint(),
+            ResponseBody::Charged(held) => SizeHint::with_exact(held.remaining() as u64),
             ResponseBody::Reader(ReaderBody { len: Some(n), .. }) => SizeHint::with_exact(*n),
-            ResponseBody::Stream(_) | ResponseBody::Reader(_) => SizeHint::default(),
+            ResponseBody::Spooled(spool) => match spool.len() {
+                Some(n) => SizeHint::with_exact(n),
+                None => SizeHint::default(),
+            },
+            ResponseBody::Reader(_) => SizeHint::default(),
         }
     }
 }
+
+/// The largest response head (status and header lines) taken from a
+/// worker, in bytes; a larger one is answered with 502, as nginx answers
+/// "upstream sent too big header" past its `fastcgi_buffer_size` (4k or
+/// 8k). This is sixteen times that, and keeps the number of headers well
+/// under what one response can hold (32,768 in `http`'s `HeaderMap`,
+/// which panics past it).
+pub(crate) const MAX_RESPONSE_HEAD: usize = 64 << 10;
 
 /// Something to keep alive until the response has been produced in full
 /// (the request's uploaded files).
 pub(crate) type Keep = Box<dyn Send + 'static>;
 
+/// How a worker's response is read: its time limit, and where it waits
+/// for its client.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reading<'a> {
+    /// When the request's time is up (`--request-timeout`): waiting on a
+    /// client whose response fills memory and disk counts against it too.
+    pub deadline: Option<Instant>,
+    pub limits: &'a Limits,
+    /// Most bytes handed to hyper at once.
+    pub chunk: usize,
+}
+
 /// Reads the worker's response and builds the HTTP response.
 ///
 /// Before the head arrives, a worker failure is an error for the caller to
-/// answer (502); after it, the body stream is cut.
+/// answer (502); after it, the body stream is cut. `keep` is dropped once
+/// the worker is done with the request.
 pub(crate) async fn read(
     mut lease: Lease,
     method: &Method,
     keep: Keep,
+    how: Reading<'_>,
 ) -> Result<Response<ResponseBody>, PoolError> {
     let head_frame = lease.next().await?;
     if head_frame.kind != Kind::Head {
         lease.poison();
         return Err(PoolError::from(hearth_proto::Error::unexpected(
             "response frame before the head",
+        )));
+    }
+    if head_frame.payload.len() > MAX_RESPONSE_HEAD {
+        // The worker is sound: dropping the lease drains the rest of the
+        // response, and it serves on.
+        return Err(PoolError::from(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "the worker sent too big a response head ({} bytes of status and header \
+                 lines, at most {MAX_RESPONSE_HEAD}; nginx: \"upstream sent too big header\")",
+                head_frame.payload.len()
+            ),
         )));
     }
     let head = ResponseHead::decode(&head_frame.payload).inspect_err(|_| lease.poison())?;
@@ -145,9 +205,9 @@ pub(crate) async fn read(
     *response.status_mut() = status;
 
     if head_frame.has_flag(flags::STREAM) {
-        let (tx, rx) = mpsc::channel(8);
-        tokio::spawn(pump(lease, tx, keep));
-        *response.body_mut() = ResponseBody::Stream(rx);
+        let (writer, reader) = sendbuf::spool(how.limits.clone(), None, how.chunk);
+        tokio::spawn(pump(lease, writer, keep, how.deadline));
+        *response.body_mut() = ResponseBody::Spooled(reader);
         return Ok(response);
     }
     // The whole body and the end follow the head without waiting on the app.
@@ -194,12 +254,37 @@ pub(crate) async fn read(
     {
         return Ok(response);
     }
-    *response.body_mut() = ResponseBody::full(body);
+    *response.body_mut() = match how.limits.hold(body.len()) {
+        Some(None) => ResponseBody::full(body),
+        Some(Some(charge)) => ResponseBody::Charged(Held::new(body, Some(charge), how.chunk)),
+        None => {
+            // Too large to hold while the client takes it: spooled, by a
+            // task of its own since the client reads at the same time.
+            let (mut writer, reader) =
+                sendbuf::spool(how.limits.clone(), Some(body.len() as u64), how.chunk);
+            tokio::spawn(async move {
+                if writer.push(body, None).await.is_ok() {
+                    writer.finish(Ok(()));
+                }
+            });
+            ResponseBody::Spooled(reader)
+        }
+    };
     Ok(response)
 }
 
-/// Forwards body frames of a streamed response until its end.
-async fn pump(mut lease: Lease, tx: mpsc::Sender<Result<Bytes, StreamError>>, keep: Keep) {
+/// Reads the body frames of a streamed response into its spool, until its
+/// end, at the worker's pace. When the client is gone, the rest of the
+/// response is read and dropped; when the client takes nothing while the
+/// spool is full until the request's deadline, the worker is stopped.
+/// Either way the worker's time stays bounded by the deadline.
+async fn pump(
+    mut lease: Lease,
+    mut writer: sendbuf::Writer,
+    keep: Keep,
+    deadline: Option<Instant>,
+) {
+    let mut client_gone = false;
     loop {
         match lease.next().await {
             Ok(Frame {
@@ -207,26 +292,40 @@ async fn pump(mut lease: Lease, tx: mpsc::Sender<Result<Bytes, StreamError>>, ke
                 payload,
                 ..
             }) => {
-                if tx.send(Ok(payload)).await.is_err() {
-                    // The client went away; the lease drains the rest.
-                    break;
+                if client_gone {
+                    continue;
+                }
+                match writer.push(payload, deadline).await {
+                    Ok(()) => {}
+                    // Read the rest of the response, within the deadline,
+                    // so that the worker can serve again.
+                    Err(PushError::Gone) => client_gone = true,
+                    Err(PushError::TimedOut) => {
+                        tracing::warn!(
+                            pid = lease.pid(),
+                            "response cut: its client took nothing while the response filled \
+                             memory and disk until the request timeout; stopping the worker"
+                        );
+                        lease.terminate();
+                        writer.finish(Err("the client took too long".into()));
+                        break;
+                    }
                 }
             }
             Ok(Frame {
                 kind: Kind::End, ..
-            }) => break,
+            }) => {
+                writer.finish(Ok(()));
+                break;
+            }
             Ok(_) => {
                 lease.poison();
-                let _ = tx
-                    .send(Err(StreamError(
-                        "unexpected frame in a streamed body".into(),
-                    )))
-                    .await;
+                writer.finish(Err("unexpected frame in a streamed body".into()));
                 break;
             }
             Err(e) => {
                 tracing::warn!(pid = lease.pid(), "response cut short: {e}");
-                let _ = tx.send(Err(StreamError(e.to_string()))).await;
+                writer.finish(Err(e.to_string()));
                 break;
             }
         }

@@ -16,6 +16,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 use crate::cgi::{self, Connection};
 use crate::config::ServeConfig;
@@ -25,6 +26,9 @@ use crate::h2::Http2;
 use crate::observe::{Observed, Record, WorkerPid};
 use crate::protocol::{self, Negotiation, Protocol};
 use crate::response::{self, ResponseBody};
+use crate::sendbuf::{self, Budget};
+use crate::stall::{Watched, WriteTimeout};
+use crate::throttle::{self, Throttle};
 use crate::tls::TlsConfig;
 use crate::{compress, request, static_files};
 
@@ -34,6 +38,10 @@ struct App {
     config: ServeConfig,
     /// Turns requests into what the workers receive.
     requests: request::Encoder,
+    /// What responses may hold while their clients take them.
+    responses: sendbuf::Limits,
+    /// Requests of one connection that may wait for or hold a worker.
+    connection_workers: usize,
 }
 
 /// Serves HTTP (see [`ServeConfig::tls`] and [`ServeConfig::h2c`]) on `listener` until `shutdown` completes, then stops
@@ -47,6 +55,16 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let app = Arc::new(App {
         requests: request::Encoder::new(&config),
+        responses: sendbuf::Limits {
+            buffer: config.response_buffer_size,
+            memory: Budget::new(config.response_memory),
+            disk: Budget::new(config.max_response_spool),
+            dir: None,
+        },
+        connection_workers: config
+            .connection_workers
+            .unwrap_or(pool.config().workers)
+            .max(1),
         pool,
         config,
     });
@@ -113,32 +131,41 @@ pub async fn serve(
                 let mut conn = Connection::new(remote, local, config.tls.is_some());
                 conn.trusted = cgi::is_trusted(&config.trusted_proxies, remote.ip());
                 let conn = Arc::new(conn);
+                let turns = Arc::new(tokio::sync::Semaphore::new(app.connection_workers));
                 let app = app.clone();
                 let shared = Arc::new(guard::Shared::default());
                 let guard_shared = shared.clone();
                 let service = service_fn(move |mut req: Request<Incoming>| {
-                    let (app, conn, shared) = (app.clone(), conn.clone(), shared.clone());
+                    let (app, conn, shared, turns) = (app.clone(), conn.clone(), shared.clone(), turns.clone());
                     async move {
                         let begun = shared.begin();
                         let in_flight = begun.in_flight;
                         if let Some(status) = begun.refused {
                             let response = response::closing(response::error_page(status)).map(Observed::unobserved);
-                            return Ok::<_, Infallible>(response.map(|b| Tracked::new(b, in_flight)));
+                            return Ok::<_, Infallible>(response.map(|b| Tracked::new(Watched::new(b, String::new()), in_flight)));
                         }
                         if let Some(target) = begun.target {
                             req.extensions_mut().insert(target);
                         }
                         req.extensions_mut().insert(shared);
-                        let response = handle(req, app, conn).await?;
-                        Ok(response.map(|b| Tracked::new(b, in_flight)))
+                        let (ip, port) = conn.remote();
+                        let what = format!("{} {} from {ip}:{port}", req.method(), req.uri().path());
+                        let response = handle(req, app, conn, turns).await?;
+                        Ok(response.map(|b| Tracked::new(Watched::new(b, what), in_flight)))
                     }
                 });
                 let watcher = graceful.watcher();
                 let stop = stopping.subscribe();
                 let (http1, http2) = (http1.clone(), http2.clone());
                 let negotiation = negotiation.clone();
+                let (send_timeout, metrics) = (config.send_timeout, config.observer.metrics.clone());
                 connections.spawn(async move {
-                    let ended = match protocol::negotiate(stream, &negotiation, remote).await {
+                    let negotiated = protocol::negotiate(stream, &negotiation, remote).await.map(
+                        |(stream, protocol)| {
+                            (WriteTimeout::new(stream, send_timeout, remote, metrics), protocol)
+                        },
+                    );
+                    let ended = match negotiated {
                         None => Ok(()),
                         Some((stream, Protocol::Http1)) => {
                             let io = GuardedIo::new(stream, limits, timeouts, guard_shared, remote);
@@ -155,7 +182,7 @@ pub async fn serve(
                         Err(e) if e.is_parse() || e.is_parse_too_large() => {
                             tracing::warn!(%remote, "refused a request: {e}");
                         }
-                        Err(e) => tracing::debug!(%remote, "connection ended: {e}"),
+                        Err(e) => connection_error(remote, &e),
                         Ok(()) => {}
                     }
                     drop(slot);
@@ -183,6 +210,48 @@ pub async fn serve(
     Ok(())
 }
 
+/// How often a client's HTTP/2 abuse is logged at most.
+const ABUSE_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// HTTP/2 connections closed for abuse (rapid reset, frame floods): one
+/// line per connection would let any client fill the log.
+static HTTP2_ABUSE: Throttle = Throttle::new(ABUSE_LOG_EVERY);
+
+/// Requests refused after waiting for their connection's turn: one client
+/// with 128 streams would otherwise write 128 lines.
+static TURNS_OUT: Throttle = Throttle::new(ABUSE_LOG_EVERY);
+
+/// Logs why a connection ended in an error: most are ordinary (a client
+/// that went away) and logged at debug; an HTTP/2 connection closed for
+/// abuse is a warning, at most one every [`ABUSE_LOG_EVERY`], which says
+/// how many were left out.
+fn connection_error(remote: std::net::SocketAddr, e: &hyper::Error) {
+    let reason = {
+        let mut source = std::error::Error::source(e);
+        let mut reason = None;
+        while let Some(error) = source {
+            if let Some(h2) = error.downcast_ref::<::h2::Error>() {
+                reason = h2.is_library().then(|| h2.reason()).flatten();
+                break;
+            }
+            source = error.source();
+        }
+        reason
+    };
+    if reason == Some(::h2::Reason::ENHANCE_YOUR_CALM) {
+        if let Some(left_out) = HTTP2_ABUSE.allow() {
+            tracing::warn!(
+                %remote,
+                "closed an HTTP/2 connection whose client reset or sent too many streams or frames \
+                 (rapid reset?): GOAWAY ENHANCE_YOUR_CALM{}",
+                throttle::left_out(left_out, ABUSE_LOG_EVERY)
+            );
+        }
+        return;
+    }
+    tracing::debug!(%remote, "connection ended: {e}");
+}
+
 /// Takes a connection slot, then a connection. With every slot taken,
 /// nothing is accepted: new connections wait in the listen backlog.
 async fn accept(
@@ -208,22 +277,29 @@ async fn handle(
     req: Request<Incoming>,
     app: Arc<App>,
     conn: Arc<Connection>,
+    turns: Arc<Semaphore>,
 ) -> Result<Response<Observed<ResponseBody>>, Infallible> {
     if !app.config.observer.is_on() {
-        let response = respond(req, app, conn).await?;
+        let response = respond(req, app, conn, turns).await?;
         return Ok(response.map(Observed::unobserved));
     }
     // Recorded when the response has been sent, or when this future is
     // dropped first (the client went away).
     let record = Record::begin(&app.config.observer, &conn, &req);
-    let response = respond(req, app, conn).await?;
+    let response = respond(req, app, conn, turns).await?;
     Ok(record.attach(response))
 }
 
+/// `turns` holds the connection's places in PHP: a request waits for one
+/// (within the queue timeout) before it joins the pool's line, and keeps
+/// it until its worker is done with it. With fewer places than workers
+/// per connection, one client's backlog waits on its own connection, and
+/// the pool's line, first come first served, interleaves connections.
 async fn respond(
     req: Request<Incoming>,
     app: Arc<App>,
     conn: Arc<Connection>,
+    turns: Arc<Semaphore>,
 ) -> Result<Response<ResponseBody>, Infallible> {
     let received = SystemTime::now();
     let (parts, incoming) = req.into_parts();
@@ -246,6 +322,23 @@ async fn respond(
         Ok(request) => request,
         Err(answer) => return Ok(answer),
     };
+    let queue_timeout = app.pool.config().queue_timeout;
+    let turn = match tokio::time::timeout(queue_timeout, turns.acquire_owned()).await {
+        Ok(Ok(turn)) => turn,
+        _ => {
+            if let Some(left_out) = TURNS_OUT.allow() {
+                tracing::warn!(
+                    remote = %conn.remote().0,
+                    "503: a request waited {:?} for its connection's turn ({} of its requests \
+                     in PHP){}",
+                    queue_timeout,
+                    app.connection_workers,
+                    throttle::left_out(left_out, ABUSE_LOG_EVERY)
+                );
+            }
+            return Ok(unavailable(config));
+        }
+    };
     let encode = |buf: &mut BytesMut, id: u32, paths: &Arc<Paths>| {
         app.requests.encode(&request, &conn, paths, buf, id);
     };
@@ -253,18 +346,30 @@ async fn respond(
         Ok(lease) => lease,
         Err(e) => return Ok(failure(&e, config)),
     };
-    if let Some(limit) = config.request_timeout {
-        lease.set_deadline(tokio::time::Instant::now() + limit);
+    let deadline = config
+        .request_timeout
+        .map(|limit| tokio::time::Instant::now() + limit);
+    if let Some(deadline) = deadline {
+        lease.set_deadline(deadline);
     }
     let pid = lease.pid();
-    // Files the worker reads stay until the request has ended in it.
-    let keep = request.take_files();
+    // Files the worker reads, and the connection's place in PHP, stay
+    // until the request has ended in the worker.
+    let keep: response::Keep = Box::new((request.take_files(), turn));
     let parts = &request.parts;
     lease.set_current(
         parts.method.as_str(),
         parts.uri.path_and_query().map_or("/", |pq| pq.as_str()),
     );
-    let mut response = match response::read(lease, &parts.method, keep).await {
+    let reading = response::Reading {
+        deadline,
+        limits: &app.responses,
+        chunk: match parts.version {
+            http::Version::HTTP_2 => sendbuf::CHUNK_HTTP2,
+            _ => sendbuf::CHUNK_HTTP1,
+        },
+    };
+    let mut response = match response::read(lease, &parts.method, keep, reading).await {
         Ok(response) if config.compression => {
             compress::php_response(response, &parts.method, &parts.headers).await
         }
@@ -286,12 +391,16 @@ fn failure(e: &hearth_pool::Error, config: &ServeConfig) -> Response<ResponseBod
     }
     if e.is_unavailable() {
         tracing::warn!("503: {e}");
-        let mut response = response::error_page(StatusCode::SERVICE_UNAVAILABLE);
-        response.headers_mut().insert(
-            http::header::RETRY_AFTER,
-            HeaderValue::from(config.retry_after),
-        );
-        return response;
+        return unavailable(config);
     }
     response::error_page(StatusCode::BAD_GATEWAY)
+}
+
+fn unavailable(config: &ServeConfig) -> Response<ResponseBody> {
+    let mut response = response::error_page(StatusCode::SERVICE_UNAVAILABLE);
+    response.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        HeaderValue::from(config.retry_after),
+    );
+    response
 }

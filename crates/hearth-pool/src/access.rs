@@ -187,6 +187,7 @@ mod tests {
             uid,
             gid,
             groups: groups.to_vec(),
+            account: None,
         }
     }
 

@@ -25,7 +25,13 @@ pub struct PoolConfig {
     pub scale_down_after: Duration,
     /// Extra `-d name=value` settings for every worker.
     pub ini: Vec<(String, String)>,
-    /// Extra environment variables for every worker.
+    /// Start workers from an empty environment instead of Hearth's own
+    /// (php-fpm's `clear_env = yes`): they get `env`, Hearth's own
+    /// `HEARTH_` variables and, when they run as another user, that user's
+    /// `HOME`, `USER`, `LOGNAME` and `SHELL`, and nothing else.
+    pub clear_env: bool,
+    /// Extra environment variables for every worker, set in this order
+    /// (a later entry for a name wins).
     pub env: Vec<(OsString, OsString)>,
     /// Workers' working directory; by default the script's real directory
     /// (as php-fpm does for the script it runs). Resolved with the script.
@@ -98,6 +104,17 @@ pub struct WorkerUser {
     /// gives its workers theirs): the groups of `/etc/group` that list the
     /// user. Workers get these and no other (root's are dropped).
     pub groups: Vec<u32>,
+    /// The user's home directory and login shell, from its `/etc/passwd`
+    /// entry (none for a numeric user without one): workers get them as
+    /// `HOME` and `SHELL` instead of the caller's.
+    pub account: Option<Account>,
+}
+
+/// What `/etc/passwd` says of a user besides its ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub home: PathBuf,
+    pub shell: PathBuf,
 }
 
 impl WorkerUser {
@@ -114,6 +131,7 @@ impl WorkerUser {
                     uid,
                     gid,
                     groups: Vec::new(),
+                    account: None,
                 }),
                 _ => Err(format!("{spec:?}: expected a user name, UID or UID:GID")),
             };
@@ -121,7 +139,7 @@ impl WorkerUser {
         let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
         for line in passwd.lines() {
             let fields: Vec<&str> = line.split(':').collect();
-            if fields.len() < 4 {
+            if fields.len() < 7 {
                 continue;
             }
             if fields[0] == spec || numeric(spec).is_some_and(|u| Some(u) == numeric(fields[2])) {
@@ -132,6 +150,10 @@ impl WorkerUser {
                         uid,
                         gid,
                         groups: member_of(&group, fields[0], gid),
+                        account: Some(Account {
+                            home: PathBuf::from(fields[5]),
+                            shell: PathBuf::from(fields[6]),
+                        }),
                     });
                 }
             }
@@ -142,6 +164,7 @@ impl WorkerUser {
                 uid,
                 gid: uid,
                 groups: Vec::new(),
+                account: None,
             }),
             None => Err(format!("no user {spec:?} in /etc/passwd")),
         }
@@ -180,6 +203,7 @@ impl PoolConfig {
             min_workers: workers,
             scale_down_after: Duration::from_secs(10),
             ini: Vec::new(),
+            clear_env: false,
             env: Vec::new(),
             boot_timeout: Duration::from_secs(60),
             queue_timeout: Duration::from_secs(30),

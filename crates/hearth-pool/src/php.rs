@@ -94,6 +94,141 @@ const CGI_VARIABLES: &[&str] = &[
     "FCGI_WEB_SERVER_ADDRS",
 ];
 
+/// Variables of the caller's login session, which describe the person who
+/// started Hearth and not the workers' user: removed from the workers'
+/// environment when they run as another user. Names that start with one
+/// of [`SESSION_PREFIXES`] are removed too.
+///
+/// sudo sets `SUDO_*`; sshd `SSH_CLIENT`, `SSH_CONNECTION`, `SSH_TTY` and,
+/// with agent forwarding, `SSH_AUTH_SOCK` (a key agent any process of the
+/// workers' user could otherwise use); pam_systemd `XDG_SESSION_*`,
+/// `XDG_RUNTIME_DIR`, `XDG_SEAT`, `XDG_VTNR`; login `MAIL`; a desktop
+/// `DISPLAY`, `WAYLAND_DISPLAY`, `XAUTHORITY`, `DBUS_SESSION_BUS_ADDRESS`;
+/// gpg-agent `GPG_AGENT_INFO`; Kerberos `KRB5CCNAME` (a ticket cache);
+/// tmux and screen `TMUX`, `TMUX_PANE`, `STY`.
+const SESSION_VARIABLES: &[&str] = &[
+    "XDG_RUNTIME_DIR",
+    "XDG_SEAT",
+    "XDG_VTNR",
+    "MAIL",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "XAUTHORITY",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "GPG_AGENT_INFO",
+    "KRB5CCNAME",
+    "TMUX",
+    "TMUX_PANE",
+    "STY",
+];
+
+/// See [`SESSION_VARIABLES`].
+const SESSION_PREFIXES: &[&str] = &["SUDO_", "SSH_", "XDG_SESSION_"];
+
+/// Whether `name` is a variable of the caller's login session.
+fn is_session_variable(name: &str) -> bool {
+    SESSION_VARIABLES.contains(&name) || SESSION_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// The variables that say who the user is, set to the workers' user's
+/// when they run as another user.
+const IDENTITY_VARIABLES: [&str; 4] = ["HOME", "USER", "LOGNAME", "SHELL"];
+
+/// The worker's environment (see docs/configuration.md, "The workers'
+/// environment"): Hearth's own, or none with `clear_env`; without the
+/// caller's session and with the workers' user's identity when they run
+/// as another user (as php-fpm sets `USER` and `HOME` for a pool's
+/// `user`); then the configured variables; then Hearth's.
+fn environment(cmd: &mut tokio::process::Command, config: &PoolConfig) {
+    if config.clear_env {
+        cmd.env_clear();
+    } else {
+        for var in CGI_VARIABLES {
+            cmd.env_remove(var);
+        }
+        for (name, _) in std::env::vars_os() {
+            let text = name.to_string_lossy();
+            // Hearth's own variables are set per worker, never inherited.
+            if text.starts_with("HEARTH_") || (config.user.is_some() && is_session_variable(&text))
+            {
+                cmd.env_remove(name);
+            }
+        }
+    }
+    if let Some(user) = &config.user {
+        match &user.account {
+            Some(account) => {
+                cmd.env("HOME", &account.home)
+                    .env("USER", &user.name)
+                    .env("LOGNAME", &user.name)
+                    .env("SHELL", &account.shell);
+            }
+            // A numeric user without an entry: nothing to say of it, and
+            // the caller's values would be wrong.
+            None => {
+                for var in IDENTITY_VARIABLES {
+                    cmd.env_remove(var);
+                }
+            }
+        }
+    }
+    for (k, v) in &config.env {
+        cmd.env(k, v);
+    }
+    // Last, so that no configured variable can change them.
+    cmd.env("HEARTH_PROTOCOL", hearth_proto::VERSION.to_string())
+        .env("HEARTH_MAX_PAYLOAD", config.max_payload.to_string());
+}
+
+/// Makes every descriptor above standard error close-on-exec in the
+/// worker, whatever Hearth inherited from whoever started it (a shell, a
+/// supervisor, a parent that leaks descriptors): a worker gets its channel
+/// on standard input, its output pipes and nothing else.
+///
+/// Marked close-on-exec rather than closed, in the child just before
+/// `exec`: the standard library reports a failed `exec` through a pipe of
+/// its own, which must stay open until then, and a later `pre_exec` step
+/// may still `dup2` a descriptor into place, which clears the flag on the
+/// copy. `close_range(2)` does it in one call (Linux 5.11); neither rustix
+/// nor std wraps it, so it is called by number, and older kernels get a
+/// loop up to the descriptor limit.
+#[allow(unsafe_code)]
+fn keep_only_standard_descriptors(cmd: &mut tokio::process::Command) {
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // only async-signal-safe calls may be made: close_range, getrlimit and
+    // fcntl are system calls, and nothing is allocated.
+    unsafe {
+        cmd.pre_exec(|| {
+            let first: libc::c_uint = 3;
+            let done = libc::syscall(
+                libc::SYS_close_range,
+                first,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC,
+            ) == 0;
+            if done {
+                return Ok(());
+            }
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                limit.rlim_cur.min(1 << 20)
+            } else {
+                1024
+            };
+            for fd in 3..libc::c_int::try_from(max).unwrap_or(1024) {
+                let flags = libc::fcntl(fd, libc::F_GETFD);
+                if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                    libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
 /// The command that starts one worker, running the app from `paths`. Its
 /// channel is attached by the caller (on standard input).
 pub(crate) fn worker_command(
@@ -130,27 +265,14 @@ pub(crate) fn worker_command(
         cmd.arg("-d").arg(format!("{name}={value}"));
     }
     cmd.arg(&paths.script);
-    for var in CGI_VARIABLES {
-        cmd.env_remove(var);
-    }
-    // Hearth's own variables are set per worker, never inherited.
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("HEARTH_") {
-            cmd.env_remove(name);
-        }
-    }
-    for (k, v) in &config.env {
-        cmd.env(k, v);
-    }
-    // Last, so that no configured variable can change them.
-    cmd.env("HEARTH_PROTOCOL", hearth_proto::VERSION.to_string())
-        .env("HEARTH_MAX_PAYLOAD", config.max_payload.to_string());
+    environment(&mut cmd, config);
     match &config.user {
         Some(user) => become_user(&mut cmd, user, &paths.cwd),
         None => {
             cmd.current_dir(&paths.cwd);
         }
     }
+    keep_only_standard_descriptors(&mut cmd);
     // Its own process group: a Ctrl-C in the terminal reaches Hearth, which
     // stops workers gracefully, instead of killing them mid-request.
     cmd.process_group(0);

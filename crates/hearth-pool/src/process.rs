@@ -3,6 +3,7 @@
 use std::os::fd::OwnedFd;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -19,7 +20,19 @@ const TAIL_LINES: usize = 20;
 /// logged as they come instead.
 const HOLD_LINES: usize = 200;
 /// Longer lines are cut; output floods must not grow memory.
-const MAX_LINE: usize = 16 * 1024;
+const MAX_LINE: usize = 1024;
+/// What one burst of output may put in the log, in bytes: a few lines of
+/// PHP errors fit; the rest of a burst is counted, not logged. What a
+/// worker prints on its own stdout and stderr is PHP's error log and
+/// whatever escaped the library (after a fatal error, the app's output):
+/// it may be a response, which must not be copied into the log.
+const BURST_BYTES: usize = 4096;
+/// A burst of output ends when the worker has printed nothing for this
+/// long,
+const BURST_QUIET: Duration = Duration::from_millis(100);
+/// or when it has lasted this long: a worker that never stops printing
+/// still has a few lines logged each second.
+const BURST_LONGEST: Duration = Duration::from_secs(1);
 
 /// A freshly started worker process, before its handshake.
 #[derive(Debug)]
@@ -100,6 +113,17 @@ impl Output {
                 log(line, pid, stream);
             }
             None => log(line, pid, stream),
+        }
+    }
+
+    /// A line of Hearth's own about the worker's output (what was left
+    /// out), held and logged in order with the worker's lines.
+    fn note(&self, text: &str, stream: Stream) {
+        let mut state = self.state();
+        let pid = state.pid;
+        match &mut state.held {
+            Some(held) => held.push((stream, text.to_owned())),
+            None => log(text, pid, stream),
         }
     }
 
@@ -209,29 +233,127 @@ enum Stream {
     Stderr,
 }
 
-/// Passes each line a worker prints to `output`, until the pipe closes.
+/// Passes what a worker prints to `output`, line by line, until the pipe
+/// closes; of each burst of output (see [`BURST_QUIET`]), the first
+/// [`BURST_BYTES`] only, in lines of at most [`MAX_LINE`] bytes. What is
+/// left out is counted, and said in one line when the burst ends:
+/// `... (39,995,904 more bytes not logged)`.
 ///
 /// Written by hand rather than with a lines codec because worker output need
-/// not be UTF-8 and a line without an end must still be cut at MAX_LINE.
+/// not be UTF-8, a line without an end must still be cut at MAX_LINE, and
+/// what is not logged must not be buffered either.
 async fn forward(mut pipe: impl AsyncRead + Unpin, stream: Stream, output: Output) {
     let mut buf = BytesMut::with_capacity(4096);
+    let mut burst = Burst::default();
     loop {
-        match pipe.read_buf(&mut buf).await {
+        let read = match burst.started {
+            None => pipe.read_buf(&mut buf).await,
+            Some(_) => match tokio::time::timeout(BURST_QUIET, pipe.read_buf(&mut buf)).await {
+                Ok(read) => read,
+                Err(_) => {
+                    burst.end(&output, stream);
+                    continue;
+                }
+            },
+        };
+        match read {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        while let Some(end) = buf.iter().position(|&b| b == b'\n') {
-            let line = buf.split_to(end + 1);
-            output.line(&line[..end], stream);
-        }
-        if buf.len() >= MAX_LINE {
-            let line = buf.split_to(MAX_LINE);
-            output.line(&line, stream);
+        let started = *burst.started.get_or_insert_with(Instant::now);
+        burst.take(&mut buf, &output, stream);
+        if started.elapsed() >= BURST_LONGEST {
+            burst.end(&output, stream);
         }
     }
     if !buf.is_empty() {
-        output.line(&buf, stream);
+        let rest = buf.split();
+        burst.line(&rest, false, &output, stream);
     }
+    burst.end(&output, stream);
+}
+
+/// One burst of a worker's output on its way to the log.
+#[derive(Debug, Default)]
+struct Burst {
+    /// When its first bytes came; none between bursts.
+    started: Option<Instant>,
+    /// Bytes of this burst logged so far.
+    logged: usize,
+    /// Bytes of this burst left out.
+    skipped: u64,
+    /// Inside a line already cut at MAX_LINE: the rest of it, up to its
+    /// end, is left out.
+    in_cut_line: bool,
+}
+
+impl Burst {
+    /// Logs the whole lines in `buf` within the burst's budget and counts
+    /// the rest; keeps a line without its end yet, up to MAX_LINE.
+    fn take(&mut self, buf: &mut BytesMut, output: &Output, stream: Stream) {
+        loop {
+            match buf.iter().position(|&b| b == b'\n') {
+                Some(end) => {
+                    let line = buf.split_to(end + 1);
+                    if std::mem::take(&mut self.in_cut_line) {
+                        self.skipped += line.len() as u64;
+                    } else {
+                        self.line(&line[..end], false, output, stream);
+                    }
+                }
+                None if self.in_cut_line => {
+                    self.skipped += buf.len() as u64;
+                    buf.clear();
+                    return;
+                }
+                None if buf.len() >= MAX_LINE => {
+                    let line = buf.split_to(MAX_LINE);
+                    self.line(&line, true, output, stream);
+                    self.in_cut_line = true;
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// Logs `line` if the burst's budget allows; `cut`: more of it follows
+    /// and will be left out.
+    fn line(&mut self, line: &[u8], cut: bool, output: &Output, stream: Stream) {
+        if self.logged + line.len() > BURST_BYTES {
+            self.skipped += line.len() as u64 + 1;
+            return;
+        }
+        self.logged += line.len() + 1;
+        if cut {
+            let mut marked = line.to_vec();
+            marked.extend_from_slice(" [cut]".as_bytes());
+            output.line(&marked, stream);
+        } else {
+            output.line(line, stream);
+        }
+    }
+
+    /// The burst is over: says how much of it was left out, if any.
+    fn end(&mut self, output: &Output, stream: Stream) {
+        if self.skipped > 0 {
+            let note = format!("... ({} more bytes not logged)", thousands(self.skipped));
+            output.note(&note, stream);
+        }
+        *self = Burst::default();
+    }
+}
+
+/// `39995904` as `39,995,904`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
 }
 
 /// Logs a line a worker printed, tagged with its pid.
@@ -294,6 +416,76 @@ mod tests {
         let cli = Output::new(1, false);
         cli.line(b"note: printed by the script", Stream::Stdout);
         assert_eq!(cli.take_for_error(), ["note: printed by the script"]);
+    }
+
+    /// What `output` holds, as text (it holds everything while booting).
+    fn held(output: &Output) -> Vec<String> {
+        output
+            .state()
+            .held
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(_, line)| line)
+            .collect()
+    }
+
+    /// Issue 16 (10): a response that reached the worker's own output (40
+    /// MB in one line) is logged as a short excerpt, marked as cut, and a
+    /// count of what was left out; nothing more is buffered.
+    #[test]
+    fn a_flood_of_output_is_logged_as_an_excerpt_and_a_count() {
+        let output = Output::new(1, false);
+        let mut burst = Burst::default();
+        let mut buf = BytesMut::new();
+        let chunk = vec![b'z'; 65536];
+        let mut sent = 0;
+        while sent < 40_000_000 {
+            let n = chunk.len().min(40_000_000 - sent);
+            buf.extend_from_slice(&chunk[..n]);
+            sent += n;
+            burst.take(&mut buf, &output, Stream::Stdout);
+            assert!(buf.len() < MAX_LINE, "nothing left out is kept");
+        }
+        burst.end(&output, Stream::Stdout);
+        let lines = held(&output);
+        assert_eq!(
+            lines.len(),
+            2,
+            "{:?}",
+            lines.iter().map(String::len).collect::<Vec<_>>()
+        );
+        assert_eq!(lines[0], format!("{} [cut]", "z".repeat(MAX_LINE)));
+        assert_eq!(lines[1], "... (39,998,976 more bytes not logged)");
+    }
+
+    #[test]
+    fn a_burst_logs_whole_lines_up_to_its_budget() {
+        let output = Output::new(1, false);
+        let mut burst = Burst::default();
+        let line = format!("PHP Warning:  {}\n", "w".repeat(85));
+        assert_eq!(line.len(), 100);
+        let mut buf = BytesMut::from(line.repeat(1000).as_bytes());
+        burst.take(&mut buf, &output, Stream::Stderr);
+        burst.end(&output, Stream::Stderr);
+        let lines = held(&output);
+        let logged = BURST_BYTES / 100;
+        assert_eq!(lines.len(), logged + 1);
+        assert_eq!(lines[0], line.trim_end());
+        assert_eq!(
+            lines[logged],
+            format!(
+                "... ({} more bytes not logged)",
+                thousands(100 * (1000 - logged as u64))
+            )
+        );
+        // The next burst starts with a whole budget.
+        let mut buf = BytesMut::from(line.as_bytes());
+        burst.take(&mut buf, &output, Stream::Stderr);
+        burst.end(&output, Stream::Stderr);
+        assert_eq!(held(&output).len(), logged + 2);
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(thousands(999), "999");
     }
 
     #[test]

@@ -25,43 +25,106 @@ use tokio::sync::Notify;
 /// The longest request line accepted.
 const MAX_REQUEST: u64 = 4096;
 
-/// The default control socket of a server listening on `listen`:
-/// `$XDG_RUNTIME_DIR/hearth/ADDR.sock`, or `/tmp/hearth-UID/ADDR.sock`.
-/// With `create`, makes the directory (mode 0700) and checks that nobody
-/// else can use it.
+/// The default control socket of a server listening on `listen`, in
+/// [`default_dir`]. With `create`, makes the directory (mode 0700) if it
+/// is missing. Either way, a directory that is there must be this user's
+/// own, which nobody else can write to ([`check_private`]): in `/tmp`,
+/// another user could have made it first, to keep the server from
+/// starting or to put a socket of their own in its place.
 pub fn default_path(listen: SocketAddr, create: bool) -> anyhow::Result<PathBuf> {
-    let uid = rustix::process::geteuid().as_raw();
-    let (dir, shared_parent) = match std::env::var_os("XDG_RUNTIME_DIR")
-        .map(PathBuf::from)
-        .filter(|d| d.is_absolute() && d.is_dir())
-    {
-        Some(runtime) => (runtime.join("hearth"), false),
-        None => (PathBuf::from(format!("/tmp/hearth-{uid}")), true),
-    };
+    let dir = default_dir();
     if create {
-        match std::fs::create_dir(&dir) {
-            Ok(()) => {
-                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
-                    .with_context(|| format!("control socket directory {}", dir.display()))?;
-            }
+        use std::os::unix::fs::DirBuilderExt as _;
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => {
                 return Err(e)
                     .with_context(|| format!("control socket directory {}", dir.display()))
             }
         }
-        // In /tmp, someone else could have made the directory first.
-        let meta = std::fs::symlink_metadata(&dir)
-            .with_context(|| format!("control socket directory {}", dir.display()))?;
-        if shared_parent && (!meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0) {
-            bail!(
-                "control socket directory {} is not a private directory of this user (mode 0700); \
-                 remove it or choose a path with --control-socket",
-                dir.display()
-            );
+    }
+    match std::fs::symlink_metadata(&dir) {
+        Ok(meta) => check_private(&dir, &meta)?,
+        // `hearth status` and friends say they cannot reach the socket.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !create => {}
+        Err(e) => {
+            return Err(e).with_context(|| format!("control socket directory {}", dir.display()))
         }
     }
     Ok(dir.join(format!("{listen}.sock")))
+}
+
+/// The directory of default control sockets: `/run/hearth` for root (where
+/// system services keep theirs; root's `XDG_RUNTIME_DIR`, when it has one,
+/// is removed when root's last login session ends), else
+/// `$XDG_RUNTIME_DIR/hearth` when `XDG_RUNTIME_DIR` is a directory of this
+/// user's (a `su` may leave another user's), else `/tmp/hearth-UID`.
+fn default_dir() -> PathBuf {
+    let uid = rustix::process::geteuid().as_raw();
+    if uid == 0 && Path::new("/run").is_dir() {
+        return PathBuf::from("/run/hearth");
+    }
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|d| d.is_absolute())
+        .filter(|d| std::fs::metadata(d).is_ok_and(|m| m.is_dir() && m.uid() == uid));
+    match runtime {
+        Some(runtime) => runtime.join("hearth"),
+        None => PathBuf::from(format!("/tmp/hearth-{uid}")),
+    }
+}
+
+/// Refuses a control socket directory that is not a directory of this
+/// user's (a link, another user's), or that its group or others can
+/// write to, with a message that says which and what to do.
+fn check_private(dir: &Path, meta: &std::fs::Metadata) -> anyhow::Result<()> {
+    let uid = rustix::process::geteuid().as_raw();
+    let what_to_do = "remove it, or choose a path with --control-socket";
+    if !meta.is_dir() {
+        bail!(
+            "control socket directory {} is not a directory (a {}): {what_to_do}",
+            dir.display(),
+            if meta.file_type().is_symlink() {
+                "symbolic link"
+            } else {
+                "file"
+            }
+        );
+    }
+    if meta.uid() != uid {
+        bail!(
+            "control socket directory {} is owned by {}, not by {} who runs hearth: another user may \
+             have made it to keep this server from starting or to stand in for it; {what_to_do}",
+            dir.display(),
+            describe_user(meta.uid()),
+            describe_user(uid),
+        );
+    }
+    if meta.mode() & 0o022 != 0 {
+        bail!(
+            "control socket directory {} can be written by its group or by others (mode {:04o}): \
+             make it mode 0700, or choose a path with --control-socket",
+            dir.display(),
+            meta.mode() & 0o7777
+        );
+    }
+    Ok(())
+}
+
+/// `www-data (uid 33)`, or `uid 1234` for a user `/etc/passwd` does not
+/// name.
+fn describe_user(uid: u32) -> String {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let name = passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        (fields.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
+    });
+    match name {
+        Some(name) => format!("{name} (uid {uid})"),
+        None => format!("uid {uid}"),
+    }
 }
 
 /// A bound control socket; its file is removed when dropped.

@@ -137,8 +137,16 @@ fn subcommand_given() -> Option<String> {
 fn init_logging(level: &str) {
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
+    // The h2 crate warns once per connection a client abuses (rapid
+    // reset), without the client's address: Hearth logs those itself, at
+    // most one every few seconds (hearth-http's `throttle`).
+    let level = if level.contains("h2") {
+        level.to_owned()
+    } else {
+        format!("{level},h2=error")
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal as _;
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();

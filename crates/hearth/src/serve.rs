@@ -72,6 +72,9 @@ fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
         _ => script,
     };
     let mut pool = options.pool_config(&script, user);
+    for name in options.env_not_found() {
+        tracing::warn!("--env {name}: Hearth's environment has no {name}; workers do not get it");
+    }
 
     // As the script: resolved by the pool, at start and at every reload.
     pool.document_root = match &options.root {

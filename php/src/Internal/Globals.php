@@ -20,7 +20,8 @@ final class Globals
      * leading blanks of names dropped, names left undecoded, values
      * raw-URL-decoded ("+" stays "+"), and a cookie with a plain name (no
      * "[...]" index) is dropped when its key is already taken, by an earlier
-     * plain cookie or by an array ("a[x]=1; a=2" keeps the array).
+     * plain cookie or by an array ("a[x]=1; a=2" keeps the array); a name
+     * that mangling would turn into "__Host-..." or "__Secure-..." is dropped.
      *
      * @return array<array-key, mixed>
      */
@@ -40,7 +41,9 @@ final class Globals
             $name = $eq === false ? $pair : substr($pair, 0, $eq);
             $value = $eq === false ? '' : rawurldecode(substr($pair, $eq + 1));
             [$key, $plain] = self::cookieKey($name);
-            if ($key === '' || ($plain && isset($taken[$key]))) {
+            // A forbidden name is dropped before it can take its key, so a
+            // later, real "__Host-x" still gets in.
+            if ($key === '' || self::isForbiddenName($key, $name) || ($plain && isset($taken[$key]))) {
                 continue;
             }
             $taken[$key] = true;
@@ -168,6 +171,23 @@ final class Globals
             return [strtr($name, ' .[', '___'), true];
         }
         return [strtr(substr($name, 0, $open), ' .', '__'), false];
+    }
+
+    /**
+     * PHP's fix for CVE-2022-31629 (php_is_forbidden_variable_name() in
+     * main/php_variables.c): a name that mangling made start with "__Host-"
+     * or "__Secure-" is not registered, so a cookie a sibling subdomain set
+     * as "..Host-x" never passes for the "__Host-x" only this host can set.
+     */
+    private static function isForbiddenName(string $key, string $name): bool
+    {
+        $name = ltrim($name, ' ');
+        foreach (['__Host-', '__Secure-'] as $prefix) {
+            if (str_starts_with($key, $prefix) && !str_starts_with($name, $prefix)) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**

@@ -19,7 +19,10 @@ namespace Hearth\Internal;
  */
 final class Runtime
 {
-    /** Output beyond this many bytes is streamed instead of buffered. */
+    /**
+     * Output beyond this many bytes is streamed instead of buffered, in
+     * BODY frames of at most this size.
+     */
     private const OUTPUT_CHUNK = 1048576;
 
     private const UNSERIALIZE = ['allowed_classes' => false];
@@ -357,10 +360,59 @@ final class Runtime
             }
             return '';
         }
-        $out = $this->headSent ? '' : $this->headFrame(Frame::FLAG_STREAM);
-        $this->headSent = true;
-        $this->channel->send($out . Frame::bodies($this->requestId, $buffer));
+        $this->stream($buffer);
         return '';
+    }
+
+    /**
+     * Sends $buffer as BODY frames, after the head if it has not gone yet.
+     *
+     * One write of a large string (`echo str_repeat('x', 30000000)`) comes
+     * here whole: PHP has copied it into the base buffer and again into
+     * $buffer, and that is as much as it may cost. So it leaves in frames
+     * of OUTPUT_CHUNK bytes, each built and written in turn, never as one
+     * string of frames (which, with the copies, killed a worker at 30 MB
+     * under a 128M memory_limit).
+     */
+    private function stream(string $buffer): void
+    {
+        $length = strlen($buffer);
+        $head = '';
+        if (!$this->headSent) {
+            $head = $this->headFrame(Frame::FLAG_STREAM);
+            $this->headSent = true;
+        }
+        if ($length <= self::OUTPUT_CHUNK) {
+            $this->channel->send($head . Frame::encode(Frame::BODY, $this->requestId, $buffer));
+            return;
+        }
+        if ($head !== '') {
+            $this->channel->send($head);
+        }
+        for ($at = 0; $at < $length; $at += self::OUTPUT_CHUNK) {
+            $this->channel->send(
+                Frame::encode(Frame::BODY, $this->requestId, substr($buffer, $at, self::OUTPUT_CHUNK)),
+            );
+        }
+    }
+
+    /**
+     * Gives back the memory of a base buffer that a large write grew: PHP
+     * keeps an output buffer as large as the largest write it held, for
+     * the buffer's life, which is the worker's; php-fpm frees it when the
+     * request ends.
+     */
+    private function shrinkOutputBuffer(): void
+    {
+        if (ob_get_level() !== $this->baseline->outputLevel) {
+            return;
+        }
+        if ((ob_get_status()['buffer_size'] ?? 0) <= 2 * self::OUTPUT_CHUNK) {
+            return;
+        }
+        // Between requests the handler takes this for what it is.
+        ob_end_clean();
+        ob_start($this->onOutput(...), self::OUTPUT_CHUNK);
     }
 
     private function uncaught(\Throwable $e): void
@@ -404,6 +456,8 @@ final class Runtime
     {
         if (!$this->baseline->discardAppBuffers() || $this->bufferLost) {
             $this->closeAfter = true;
+        } else {
+            $this->shrinkOutputBuffer();
         }
         $this->head->reset();
         if (InputStream::isInstalled()) {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use clap::{Arg, Args as _, CommandFactory as _};
 use serde_json::Value;
 
-use super::values::{AccessLogChoice, Address, Proxy, Seconds, Size};
+use super::values::{AccessLogChoice, Address, EnvVar, Proxy, Seconds, Size};
 use super::{default_of, is_switch, CommandLine, RunOptions, Section, ServeOptions};
 
 /// Every generated block: the doc it is in, its name, its text.
@@ -186,7 +186,12 @@ fn help_and_default(arg: &Arg) -> (String, Option<String>) {
 /// What a key holds, in TOML's terms.
 fn type_of(arg: Option<&Arg>, default: &Value) -> String {
     if let Value::Object(_) = default {
-        return "table of strings".to_owned();
+        let env = arg.is_some_and(|a| a.get_value_parser().type_id() == TypeId::of::<EnvVar>());
+        return if env {
+            "table of strings, or `true` to pass Hearth's own".to_owned()
+        } else {
+            "table of strings".to_owned()
+        };
     }
     let Some(arg) = arg else {
         return "string".to_owned();
@@ -311,7 +316,7 @@ mod tests {
         for row in [
             "| `max_queue` | integer | `1024` | `--max-queue` `N` |",
             "| `queue_timeout` | duration | `\"30s\"` |",
-            "| `[serve.env]` | table of strings | empty | none: in the file only |",
+            "| `[serve.env]` | table of strings, or `true` to pass Hearth's own | empty | `--env` `NAME[=VALUE]` |",
             "| `compression` | boolean | `true` | `--no-compression` sets `false` |",
             "| `root` | string (a path), relative to the file | none |",
         ] {

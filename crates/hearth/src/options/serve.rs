@@ -2,7 +2,6 @@
 //! `hearth.toml`, with their defaults and checks, and the pool's and the
 //! HTTP front's configurations built from them.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
@@ -10,7 +9,7 @@ use hearth_http::{ServeConfig, TlsConfig};
 use hearth_pool::{PoolConfig, WorkerUser};
 use serde::{Deserialize, Serialize};
 
-use super::values::{self, AccessLogChoice, Address, Proxy, Seconds, Size};
+use super::values::{self, AccessLogChoice, Address, EnvVar, Proxy, Seconds, Size};
 use super::{Fault, Origins, Section};
 
 /// Everything `hearth serve` can be told. A field's doc comment is its
@@ -85,6 +84,15 @@ pub struct ServeOptions {
     /// How long an idle connection is kept open between requests; 0: no keep-alive
     #[arg(long, value_name = "DURATION")]
     pub keep_alive_timeout: Seconds,
+    /// Longest time a response may go without the client taking any of it; then it
+    /// is cut (its HTTP/2 stream reset, or its connection closed)
+    #[arg(long, value_name = "DURATION")]
+    pub send_timeout: Seconds,
+    /// Responses waiting for slow clients may fill temporary files up to SIZE in
+    /// all; past it a worker waits for its client, within --request-timeout; 0: no
+    /// temporary files
+    #[arg(long, value_name = "SIZE")]
+    pub max_response_spool: Size,
     /// Most connections open at once; more wait in the listen backlog
     #[arg(long, value_name = "N")]
     pub max_connections: usize,
@@ -150,9 +158,15 @@ pub struct ServeOptions {
     #[arg(short = 'd', long = "ini", value_name = "NAME=VALUE", value_parser = values::parse_ini)]
     #[serde(with = "values::ini_table")]
     pub ini: Vec<(String, String)>,
-    /// Extra environment variables for workers (HEARTH_ ones are Hearth's own)
-    #[arg(skip)]
-    pub env: BTreeMap<String, String>,
+    /// Start workers from an empty environment (php-fpm's clear_env): they get the
+    /// --env variables, and under --user that user's HOME, USER, LOGNAME and SHELL
+    #[arg(long, action = clap::ArgAction::Set, num_args = 0, default_missing_value = "true")]
+    pub clear_env: bool,
+    /// Environment variable for workers: NAME=VALUE sets it, NAME passes Hearth's
+    /// own (repeatable; HEARTH_ names are Hearth's)
+    #[arg(long = "env", value_name = "NAME[=VALUE]")]
+    #[serde(with = "values::env_table")]
+    pub env: Vec<EnvVar>,
     /// Threads for HTTP and worker I/O [default: one per two CPUs]
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -162,8 +176,9 @@ pub struct ServeOptions {
     /// Never queue a request on a busy worker, even when others wait
     #[arg(long = "no-pipelining", action = clap::ArgAction::Set, num_args = 0, default_missing_value = "false")]
     pub pipelining: bool,
-    /// Control socket for `hearth status`, `reload` and `stop`
-    /// [default: $XDG_RUNTIME_DIR/hearth/ADDR.sock, else /tmp/hearth-UID/ADDR.sock]
+    /// Control socket for `hearth status`, `reload` and `stop` [default: as root
+    /// /run/hearth/ADDR.sock, else $XDG_RUNTIME_DIR/hearth/ADDR.sock, else
+    /// /tmp/hearth-UID/ADDR.sock]
     #[arg(long, value_name = "PATH")]
     pub control_socket: Option<PathBuf>,
     /// Serve /metrics, /healthz and /readyz on this address, never on the public
@@ -205,6 +220,10 @@ impl Default for ServeOptions {
             header_timeout: Seconds::from_secs(60),
             body_timeout: Seconds::from_secs(60),
             keep_alive_timeout: Seconds::from_secs(75),
+            // nginx's send_timeout.
+            send_timeout: Seconds::from_secs(60),
+            // nginx's fastcgi_max_temp_file_size, but for all responses.
+            max_response_spool: Size(1 << 30),
             max_connections: 10_000,
             server_name: "localhost".to_owned(),
             root: None,
@@ -224,7 +243,8 @@ impl Default for ServeOptions {
             trusted_proxies: Vec::new(),
             user: None,
             ini: Vec::new(),
-            env: BTreeMap::new(),
+            clear_env: false,
+            env: Vec::new(),
             threads: None,
             batch_scheduling: true,
             pipelining: true,
@@ -263,6 +283,11 @@ impl Section for ServeOptions {
         if given.on_command_line("trusted_proxies") {
             self.trusted_proxies.splice(0..0, file.trusted_proxies);
         }
+        // Environment variables: the file's, then the flags' (the last
+        // one given for a name wins).
+        if given.on_command_line("env") {
+            self.env.splice(0..0, file.env);
+        }
     }
 
     fn validate(&self, _given: &Origins<'_>) -> Result<(), Fault> {
@@ -295,6 +320,7 @@ impl Section for ServeOptions {
         more_than_0("max_connections", self.max_connections == 0)?;
         more_than_0("header_timeout", self.header_timeout.0.is_zero())?;
         more_than_0("body_timeout", self.body_timeout.0.is_zero())?;
+        more_than_0("send_timeout", self.send_timeout.0.is_zero())?;
         match (&self.tls_cert, &self.tls_key) {
             (Some(_), None) => return Err(Fault::new("tls_cert", "needs {tls_key}")),
             (None, Some(_)) => return Err(Fault::new("tls_key", "needs {tls_cert}")),
@@ -311,13 +337,8 @@ impl Section for ServeOptions {
                 return Err(Fault::new("ini", why));
             }
         }
-        for name in self.env.keys() {
-            if name.starts_with("HEARTH_") {
-                return Err(Fault::new(
-                    "env",
-                    format!("{name}: HEARTH_ variables are set by Hearth itself"),
-                ));
-            }
+        if let Some(why) = self.env.iter().find_map(EnvVar::fault) {
+            return Err(Fault::new("env", why));
         }
         Ok(())
     }
@@ -368,12 +389,29 @@ impl ServeOptions {
         pool.ini.clone_from(&self.ini);
         pool.batch_scheduling = self.batch_scheduling;
         pool.pipelining = self.pipelining;
+        pool.clear_env = self.clear_env;
         pool.env = self
             .env
             .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .filter_map(|var| {
+                let value = match &var.value {
+                    Some(value) => OsString::from(value),
+                    None => std::env::var_os(&var.name)?,
+                };
+                Some((OsString::from(&var.name), value))
+            })
             .collect();
         pool
+    }
+
+    /// The variables `env` passes from Hearth's environment that it does
+    /// not have (workers do not get them).
+    pub fn env_not_found(&self) -> Vec<&str> {
+        self.env
+            .iter()
+            .filter(|var| var.value.is_none() && std::env::var_os(&var.name).is_none())
+            .map(|var| var.name.as_str())
+            .collect()
     }
 
     /// The HTTP front's configuration, with the TLS certificate (loaded by
@@ -393,6 +431,8 @@ impl ServeOptions {
         http.header_timeout = self.header_timeout.0;
         http.body_timeout = self.body_timeout.0;
         http.keep_alive_timeout = self.keep_alive_timeout.0;
+        http.send_timeout = self.send_timeout.0;
+        http.max_response_spool = self.max_response_spool.0;
         http.grace_period = self.grace_period.0;
         http.request_timeout = self.request_timeout.nonzero();
         http.tls = tls;

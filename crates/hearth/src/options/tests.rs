@@ -90,6 +90,49 @@ fn lists_add_up_the_files_first() {
     assert_eq!(o.ini.len(), 2, "no flags: the file's alone");
 }
 
+/// Issue 16 (8): `--env` and `[serve.env]` add up, the file's first, so
+/// that a flag wins over the file for the same name; `clear_env` is a
+/// switch and a key.
+#[test]
+fn environment_variables_add_up_and_clear_env_is_a_switch() {
+    let file = "[serve]\nclear_env = true\n[serve.env]\nPATH = true\nAPP_ENV = \"prod\"\n";
+    let o = serve(&["--env", "APP_ENV=dev", "--env", "TZ"], Some(file)).unwrap();
+    let env: Vec<(&str, Option<&str>)> = o
+        .env
+        .iter()
+        .map(|v| (v.name.as_str(), v.value.as_deref()))
+        .collect();
+    assert_eq!(
+        env,
+        [
+            ("APP_ENV", Some("prod")),
+            ("PATH", None),
+            ("APP_ENV", Some("dev")),
+            ("TZ", None)
+        ]
+    );
+    assert!(o.clear_env);
+    assert!(serve(&["--clear-env"], None).unwrap().clear_env);
+    assert!(!serve(&[], None).unwrap().clear_env);
+    // A passed variable is looked up in Hearth's environment; one it does
+    // not have is left out (and named, for a warning).
+    let o = serve(
+        &["--env", "NOT_SET_IN_ANY_ENVIRONMENT_16", "--env", "A=1"],
+        None,
+    )
+    .unwrap();
+    let pool = o.pool_config(std::path::Path::new("/app/worker.php"), None);
+    assert_eq!(pool.env, [("A".into(), "1".into())]);
+    assert_eq!(o.env_not_found(), ["NOT_SET_IN_ANY_ENVIRONMENT_16"]);
+    let err = refused(serve(&["--env", "HEARTH_X=1"], None));
+    assert_eq!(
+        err,
+        "--env: HEARTH_X: HEARTH_ variables are set by Hearth itself"
+    );
+    let err = refused(serve(&[], Some("[serve.env]\nPATH = false\n")));
+    assert!(err.contains("PATH = true"), "{err}");
+}
+
 #[test]
 fn a_full_serve_section() {
     let o = serve(
@@ -117,7 +160,13 @@ fn a_full_serve_section() {
         Some("127.0.0.1:9090")
     );
     assert_eq!(o.access_log, values::AccessLogChoice::Json);
-    assert_eq!(o.env.get("APP_ENV").map(String::as_str), Some("prod"));
+    assert_eq!(
+        o.env,
+        [values::EnvVar {
+            name: "APP_ENV".into(),
+            value: Some("prod".into())
+        }]
+    );
 }
 
 #[test]

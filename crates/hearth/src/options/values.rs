@@ -1,6 +1,6 @@
 //! The kinds of values options take, each read the same way from a flag
 //! and from `hearth.toml`: sizes, durations, addresses, php.ini settings,
-//! proxies. A type here parses with `FromStr` (the flag) and deserializes
+//! environment variables, proxies. A type here parses with `FromStr` (the flag) and deserializes
 //! through the same parser (the file), and prints back in a form it reads
 //! (the defaults in `--help` and the docs).
 
@@ -266,9 +266,122 @@ pub mod ini_table {
     }
 }
 
+/// A variable for the workers' environment: `NAME=VALUE` sets it, `NAME`
+/// alone passes Hearth's own value (`--env`). In the file, an entry of
+/// `[serve.env]`: `NAME = "VALUE"`, or `NAME = true` to pass it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvVar {
+    pub name: String,
+    /// None: Hearth's own value, if it has one.
+    pub value: Option<String>,
+}
+
+impl std::str::FromStr for EnvVar {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<EnvVar, String> {
+        let (name, value) = match s.split_once('=') {
+            Some((name, value)) => (name, Some(value.to_owned())),
+            None => (s, None),
+        };
+        if name.is_empty() {
+            return Err(format!("{s:?} is not NAME or NAME=VALUE"));
+        }
+        Ok(EnvVar {
+            name: name.to_owned(),
+            value,
+        })
+    }
+}
+
+impl EnvVar {
+    /// Why this cannot be in an environment, if it cannot.
+    pub fn fault(&self) -> Option<String> {
+        if self.name.is_empty() || self.name.contains(['=', '\0']) {
+            return Some(format!(
+                "{:?} is not an environment variable name",
+                self.name
+            ));
+        }
+        if self.name.starts_with("HEARTH_") {
+            return Some(format!(
+                "{}: HEARTH_ variables are set by Hearth itself",
+                self.name
+            ));
+        }
+        if self.value.as_ref().is_some_and(|v| v.contains('\0')) {
+            return Some(format!("{}: a value cannot hold a NUL byte", self.name));
+        }
+        None
+    }
+}
+
+/// `[serve.env]`: a table of `NAME = "VALUE"` (set) and `NAME = true`
+/// (passed from Hearth's environment), read in name order.
+pub mod env_table {
+    use super::*;
+
+    #[derive(Deserialize, Serialize)]
+    #[serde(untagged)]
+    enum Entry {
+        Set(String),
+        Pass(bool),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<EnvVar>, D::Error> {
+        BTreeMap::<String, Entry>::deserialize(d)
+            .map_err(|_| {
+                de::Error::custom(
+                    "expected a table of NAME = \"VALUE\" (set) or NAME = true (passed from \
+                     Hearth's environment)",
+                )
+            })?
+            .into_iter()
+            .map(|(name, entry)| match entry {
+                Entry::Set(value) => Ok(EnvVar {
+                    name,
+                    value: Some(value),
+                }),
+                Entry::Pass(true) => Ok(EnvVar { name, value: None }),
+                Entry::Pass(false) => Err(de::Error::custom(format!(
+                    "{name} = false: leave it out, or write {name} = true to pass Hearth's own value"
+                ))),
+            })
+            .collect()
+    }
+
+    pub fn serialize<S: Serializer>(env: &[EnvVar], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(env.iter().map(|v| {
+            let entry = match &v.value {
+                Some(value) => Entry::Set(value.clone()),
+                None => Entry::Pass(true),
+            };
+            (&v.name, entry)
+        }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn environment_variables() {
+        let set: EnvVar = "APP_ENV=prod=1".parse().unwrap();
+        assert_eq!(set.name, "APP_ENV");
+        assert_eq!(set.value.as_deref(), Some("prod=1"));
+        let pass: EnvVar = "PATH".parse().unwrap();
+        assert_eq!((pass.name.as_str(), pass.value.as_deref()), ("PATH", None));
+        let empty: EnvVar = "EMPTY=".parse().unwrap();
+        assert_eq!(empty.value.as_deref(), Some(""));
+        assert!("=x".parse::<EnvVar>().is_err());
+        assert!("".parse::<EnvVar>().is_err());
+        assert!(pass.fault().is_none());
+        let own: EnvVar = "HEARTH_LOG=debug".parse().unwrap();
+        assert!(own.fault().is_some_and(|f| f.contains("HEARTH_")));
+        let nul: EnvVar = "A=b\0c".parse().unwrap();
+        assert!(nul.fault().is_some());
+    }
 
     #[test]
     fn sizes_read_and_print_back() {
