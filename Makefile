@@ -52,11 +52,13 @@ test: lint test-rust test-php test-packaging
 
 ## Tests that need root (switching the workers' user) are marked ignored,
 ## so that a run as another user lists them as such; as root they run too.
+## Both runs select the whole workspace: with `-p hearth`, cargo unifies
+## features over hearth alone and builds hyper, h2 and the workspace crates
+## a second time (a minute and a half on a cold target).
 test-rust: deps-test
 	$(CARGO) test --workspace
 	@if [ "$$(id -u)" = 0 ]; then \
-		$(CARGO) test -p hearth --test security -- --ignored && \
-		$(CARGO) test -p hearth --test worker_isolation -- --ignored; \
+		$(CARGO) test --workspace --test security --test worker_isolation -- --ignored; \
 	else \
 		echo "tests needing root skipped (tests/security.rs, tests/worker_isolation.rs, shown as ignored above): run make test as root to run them"; \
 	fi
