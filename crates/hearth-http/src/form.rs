@@ -146,11 +146,14 @@ struct Limits {
 }
 
 /// Forms parsed at once, at most. Parsing a received form is quick (it is
-/// on disk or in memory already), and holds little: pieces of 64 KiB, and
-/// field values as bodies are held. The exception is the parser's buffer
-/// while it looks for the end of a part head or for the first boundary:
-/// a form made of one endless part head fills it with the whole body.
-/// This bounds how many such buffers there are.
+/// on disk or in memory already), and what it keeps is held as bodies are
+/// (field values, the entries). But the parser's own buffer can grow to
+/// the size of the body while a parse runs: it reads ahead a piece each
+/// time it is asked for a part (a form of many tiny parts gets ahead of
+/// it), and keeps everything while it looks for the end of a part head
+/// (a form made of one endless part head). This bounds how many such
+/// buffers there are: `PARSES_AT_ONCE` × `--max-body-size` at worst, for
+/// the moment a parse lasts.
 pub(crate) const PARSES_AT_ONCE: usize = 2;
 
 /// Receives a multipart form and parses it as PHP's rfc1867 handler
