@@ -54,7 +54,8 @@ test: lint test-rust test-php test-packaging
 ## so that a run as another user lists them as such; as root they run too.
 ## Both runs select the whole workspace: with `-p hearth`, cargo unifies
 ## features over hearth alone and builds hyper, h2 and the workspace crates
-## a second time (a minute and a half on a cold target).
+## a second time (a minute and a half on a cold target). test-php, below,
+## builds with the same selection for the same reason.
 test-rust: deps-test
 	$(CARGO) test --workspace
 	@if [ "$$(id -u)" = 0 ]; then \
@@ -63,8 +64,10 @@ test-rust: deps-test
 		echo "tests needing root skipped (tests/security.rs, tests/worker_isolation.rs, shown as ignored above): run make test as root to run them"; \
 	fi
 
+## The hearth binary PHPUnit runs is the one cargo test builds (same
+## features): after test-rust this builds nothing.
 test-php: deps-test
-	$(CARGO) build -p hearth
+	$(CARGO) test --workspace --no-run --quiet
 	cd php && HEARTH_BIN=$(HEARTH_DEBUG) $(PHPUNIT) --verbose --log-junit $(PHPUNIT_LOG)
 
 ## The decisions of packaging/deps.sh, against fake dpkg and apt.
