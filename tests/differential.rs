@@ -711,6 +711,81 @@ fn bodies_over_post_max_size_match_php_fpm() {
     );
 }
 
+/// A multipart body of `n` parts of one kind, numbered from `from`.
+fn many_parts(kind: &str, from: usize, n: usize) -> Vec<u8> {
+    let mut body = Vec::new();
+    for i in from..from + n {
+        let part = match kind {
+            "field" => {
+                format!("--XX\r\nContent-Disposition: form-data; name=\"f{i}\"\r\n\r\nv\r\n")
+            }
+            "empty file" => format!(
+                "--XX\r\nContent-Disposition: form-data; name=\"e{i}\"; filename=\"\"\r\n\
+                 Content-Type: application/octet-stream\r\n\r\n\r\n"
+            ),
+            "file" => format!(
+                "--XX\r\nContent-Disposition: form-data; name=\"u{i}\"; filename=\"u{i}.txt\"\r\n\
+                 Content-Type: text/plain\r\n\r\nx\r\n"
+            ),
+            // PHP skips a part without a Content-Disposition, uncounted.
+            "anonymous" => "--XX\r\nContent-Type: text/plain\r\n\r\nv\r\n".to_owned(),
+            other => panic!("no part kind {other}"),
+        };
+        body.extend_from_slice(part.as_bytes());
+    }
+    body
+}
+
+/// Issue 16 (9): forms with more parts than PHP parses
+/// (`max_multipart_body_parts`, by default max_input_vars +
+/// max_file_uploads = 1,020), more files than `max_file_uploads`, and
+/// empty file inputs (which upload nothing, and count as no upload): the
+/// same `$_POST`, `$_FILES` and warning as under php-fpm.
+#[test]
+fn multipart_part_limits_match_php_fpm() {
+    let both = Both::start();
+    let cases: [&[(&str, usize)]; 8] = [
+        &[("empty file", 2000)],
+        &[("field", 1100)],
+        &[("file", 1030)],
+        &[("file", 25)],
+        &[("empty file", 25)],
+        &[("field", 1000), ("file", 30)],
+        &[("field", 1019), ("file", 1), ("field", 5)],
+        &[("anonymous", 1500), ("field", 3)],
+    ];
+    for (i, case) in cases.iter().enumerate() {
+        let mut body = Vec::new();
+        let mut from = 0;
+        for (kind, n) in case.iter() {
+            body.extend(many_parts(kind, from, *n));
+            from += n;
+        }
+        body.extend_from_slice(b"--XX--\r\n");
+        let req = Req::new("POST", "/parts")
+            .header("Content-Type", "multipart/form-data; boundary=XX")
+            .body(body);
+        let (f, h) = both.send(&req);
+        assert_eq!(f.status, 200, "php-fpm, case {i}: {}", f.text());
+        same(&format!("parts case {i} {case:?}"), &f, &h);
+    }
+    // The answers say what they should, not merely the same thing.
+    let (f, _) = both.send(
+        &Req::new("POST", "/parts")
+            .header("Content-Type", "multipart/form-data; boundary=XX")
+            .body([many_parts("empty file", 0, 2000), b"--XX--\r\n".to_vec()].concat()),
+    );
+    assert!(
+        f.text()
+            .contains("0 => 1020,\n  1 => 'e0',\n  2 => 'e1019'")
+            && f.text().contains("4 => 1020")
+            && f.text()
+                .contains("Multipart body parts limit exceeded 1020"),
+        "{}",
+        f.text()
+    );
+}
+
 /// The length of the session id at the start of `s`.
 fn session_id_len(s: &str) -> usize {
     s.find(|c: char| !(c.is_ascii_alphanumeric() || c == ',' || c == '-'))

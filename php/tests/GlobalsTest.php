@@ -187,6 +187,16 @@ final class GlobalsTest extends TestCase
         yield 'no files' => [[
             ['only', null, '', 'field'],
         ]];
+        // Six variables a file: more than max_input_vars (1000) has room
+        // for, which files do not count against in PHP.
+        $many = [];
+        for ($i = 0; $i < 120; $i++) {
+            $many[] = ["e$i", '', 'application/octet-stream', ''];
+            $many[] = ['list[]', '', 'application/octet-stream', ''];
+        }
+        $many[] = ['list[]', 'last.txt', 'text/plain', 'x'];
+        $many[] = ['field', null, '', 'after'];
+        yield 'more files than max_input_vars counts variables' => [$many];
         yield 'no fields' => [[
             ['only', 'file.txt', 'text/plain', 'content'],
         ]];

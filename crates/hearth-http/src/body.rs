@@ -1,32 +1,39 @@
-//! Request bodies: read whole before a worker is involved (a slow client
-//! never holds a PHP process), bounded by the body limit, and for
-//! `multipart/form-data` POSTs parsed here with uploads spooled to
-//! temporary files, the way PHP's own upload handling shapes `$_FILES`.
+//! Request bodies, received whole before a worker is involved (a slow
+//! client never holds a PHP process), and what receiving them may cost.
 //!
-//! Other bodies are the raw php://input. Like nginx's
-//! `client_body_buffer_size`, a body stays in memory up to the buffer size
-//! and is spooled to a temporary file beyond it, which the worker reads
-//! lazily; the bytes of bodies held in memory across all connections are
-//! bounded too ([`Budget`]), and past that bound bodies go to files
-//! however small.
+//! Like nginx's `client_body_buffer_size`, a body stays in memory up to
+//! the buffer size and goes to a temporary file beyond it; the bytes of
+//! bodies held in memory across all connections are bounded too
+//! ([`Budget`]), and past that bound bodies go to files however small.
+//! Memory follows the bytes received, never the frames they came in: a
+//! body sent in a million one-byte chunks is gathered into one buffer (or
+//! one file) like any other. Whether the workers can open those files
+//! themselves or not (an `open_basedir` that excludes them), the files are
+//! where the bytes wait: for workers that cannot, Hearth reads a file back
+//! into frames only once a worker takes the request.
+//!
+//! HTTP/1.1 bodies are timed by the connection guard; HTTP/2 ones by
+//! [`Paced`], with the same `--body-timeout` between two reads.
+//!
+//! Multipart forms are parsed from what this module received (see
+//! [`form`](crate::form)).
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use hearth_proto::message::Ready;
-use hearth_proto::php::PhpArray;
 use http_body_util::{BodyExt, Limited};
-use hyper::body::{Body as HttpBody, Incoming};
+use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use tempfile::TempPath;
-use tokio::io::AsyncWriteExt;
+use tokio::time::{Instant, Sleep};
 
-/// PHP's UPLOAD_ERR_* codes.
-const UPLOAD_ERR_INI_SIZE: i64 = 1;
-const UPLOAD_ERR_FORM_SIZE: i64 = 2;
-const UPLOAD_ERR_NO_FILE: i64 = 4;
-const UPLOAD_ERR_CANT_WRITE: i64 = 7;
+/// Errors of request bodies, boxed as `http_body` errors are.
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Why a body could not be read.
 #[derive(Debug)]
@@ -35,26 +42,53 @@ pub(crate) enum BodyError {
     TooLarge,
     /// Broken framing or a multipart body that does not parse: 400.
     Malformed(String),
+    /// No byte of it for the body timeout: 408.
+    Stalled,
     /// The client went away or the disk failed; nothing to answer.
     Io(String),
     /// The body could not be written to its temporary file: 500.
     Spool(String),
 }
 
+/// Where the bytes of a received body wait for a worker.
+#[derive(Debug, Default)]
+pub(crate) enum Held {
+    /// No bytes.
+    #[default]
+    Empty,
+    /// In memory, with their share of the budget (given back when this is
+    /// dropped, with the bytes).
+    Memory {
+        bytes: Bytes,
+        _reserved: Option<Reservation>,
+    },
+    /// In a temporary file of `len` bytes, removed when this is dropped
+    /// (after the response).
+    File { path: TempPath, len: usize },
+}
+
+impl Held {
+    /// Bytes held.
+    pub fn len(&self) -> usize {
+        match self {
+            Held::Empty => 0,
+            Held::Memory { bytes, .. } => bytes.len(),
+            Held::File { len, .. } => *len,
+        }
+    }
+}
+
 /// A request body as the worker will get it.
 #[derive(Debug, Default)]
 pub(crate) struct Body {
-    /// The raw bytes (php://input) when they stayed in memory; empty for
-    /// parsed multipart forms and for bodies spooled to `file`.
-    pub raw: Bytes,
-    /// The raw bytes' share of the memory budget, given back when this is
-    /// dropped (with the bytes).
-    pub _reserved: Option<Reservation>,
-    /// The file the raw body was spooled to, removed when this is dropped
-    /// (after the response).
-    pub file: Option<TempPath>,
-    /// Serialized fields and uploads of a multipart form.
-    pub form: Option<Bytes>,
+    /// The raw bytes (php://input), or for a parsed multipart form its
+    /// serialized entries ([`Form`]).
+    pub held: Held,
+    /// Set for a parsed multipart form.
+    pub form: Option<Form>,
+    /// The workers open `held`'s file themselves (`BODY_FILE`); otherwise
+    /// Hearth reads it back into frames when a worker takes the request.
+    pub worker_reads_file: bool,
     /// Bytes received (the whole body, as declared by the client): the
     /// CONTENT_LENGTH PHP sees.
     pub len: usize,
@@ -63,115 +97,16 @@ pub(crate) struct Body {
     pub uploads: Vec<TempPath>,
 }
 
-/// The PHP settings that decide how uploads are handled, from the workers'
-/// handshake.
-#[derive(Debug, Clone)]
-pub(crate) struct UploadSettings {
-    pub file_uploads: bool,
-    pub max_file_uploads: usize,
-    pub upload_max_filesize: u64,
-    pub post_max_size: u64,
-    pub parse_post: bool,
-    pub tmp_dir: PathBuf,
-    /// The workers' user and group, when they run as another user than
-    /// Hearth: uploaded files are handed to them.
-    pub owner: Option<(u32, u32)>,
-    /// The workers can read request bodies spooled to files in `tmp_dir`
-    /// (their library knows `BODY_FILE` frames, and open_basedir lets them).
-    pub body_files: bool,
-}
-
-impl UploadSettings {
-    pub fn from_ready(ready: Option<&Ready>) -> UploadSettings {
-        let get = |name: &str| ready.and_then(|r| r.setting(name));
-        UploadSettings {
-            file_uploads: get("file_uploads").is_none_or(|v| v == "1"),
-            max_file_uploads: get("max_file_uploads")
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(20),
-            upload_max_filesize: get("upload_max_filesize").map_or(2 << 20, |v| ini_bytes(&v)),
-            post_max_size: get("post_max_size").map_or(8 << 20, |v| ini_bytes(&v)),
-            parse_post: get("enable_post_data_reading").is_none_or(|v| v == "1"),
-            tmp_dir: get("upload_tmp_dir").map_or_else(std::env::temp_dir, PathBuf::from),
-            owner: None,
-            body_files: get("body_files").is_some_and(|v| v == "1"),
-        }
-    }
-}
-
-/// Bytes in a php.ini quantity ("8M", "512K", "1G", "1048576", "0x100000"),
-/// read as PHP's ini_parse_quantity() reads it; 0 means no limit.
-pub(crate) fn ini_bytes(value: &str) -> u64 {
-    let value = value.trim();
-    let (body, shift) = match value.chars().last().map(|c| c.to_ascii_lowercase()) {
-        Some('k') => (&value[..value.len() - 1], 10),
-        Some('m') => (&value[..value.len() - 1], 20),
-        Some('g') => (&value[..value.len() - 1], 30),
-        _ => (value, 0),
-    };
-    let body = body.trim();
-    let lower = body.to_ascii_lowercase();
-    let (digits, radix) = if let Some(hex) = lower.strip_prefix("0x") {
-        (hex.to_owned(), 16)
-    } else if let Some(oct) = lower.strip_prefix("0o") {
-        (oct.to_owned(), 8)
-    } else if let Some(bin) = lower.strip_prefix("0b") {
-        (bin.to_owned(), 2)
-    } else if lower.len() > 1 && lower.starts_with('0') {
-        (lower[1..].to_owned(), 8)
-    } else {
-        (lower, 10)
-    };
-    let valid: String = digits.chars().take_while(|c| c.is_digit(radix)).collect();
-    u64::from_str_radix(&valid, radix).unwrap_or(0) << shift
-}
-
-/// The boundary when this is a form PHP would parse into `$_POST`/`$_FILES`.
-pub(crate) fn multipart_boundary(
-    method: &http::Method,
-    content_type: Option<&http::HeaderValue>,
-) -> Option<String> {
-    if method != http::Method::POST {
-        return None;
-    }
-    let ct = content_type?.to_str().ok()?;
-    let mime = ct.split(';').next()?.trim();
-    if !mime.eq_ignore_ascii_case("multipart/form-data") {
-        return None;
-    }
-    multer::parse_boundary(ct).ok()
-}
-
-/// Reads a whole body into memory, refusing more than `limit` bytes.
-async fn collect<B>(body: B, limit: u64) -> Result<Body, BodyError>
-where
-    B: HttpBody<Data = Bytes>,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => {
-            let raw = collected.to_bytes();
-            Ok(Body {
-                len: raw.len(),
-                raw,
-                ..Body::default()
-            })
-        }
-        Err(e) => Err(classify(e)),
-    }
-}
-
-fn classify(e: Box<dyn std::error::Error + Send + Sync>) -> BodyError {
-    if e.downcast_ref::<http_body_util::LengthLimitError>()
-        .is_some()
-    {
-        return BodyError::TooLarge;
-    }
-    match e.downcast_ref::<hyper::Error>() {
-        Some(he) if he.is_parse() => BodyError::Malformed(he.to_string()),
-        _ => BodyError::Io(e.to_string()),
-    }
+/// A parsed multipart form: its entries are held as the body of a PHP
+/// `serialize()`d list, without the `a:N:{`...`}` around them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Form {
+    /// Entries in the list.
+    pub entries: usize,
+    /// Protocol flags for its `FORM` frames: the limits PHP would have
+    /// warned about ([`hearth_proto::flags::PARTS_LIMIT`],
+    /// [`hearth_proto::flags::UPLOADS_LIMIT`]).
+    pub flags: u16,
 }
 
 /// Bytes of request bodies held in memory across all connections, at most.
@@ -202,7 +137,7 @@ impl Budget {
 
     /// Bytes not taken.
     #[cfg(test)]
-    fn left(&self) -> usize {
+    pub fn left(&self) -> usize {
         self.left.load(Ordering::Acquire)
     }
 }
@@ -235,107 +170,202 @@ impl Drop for Reservation {
     }
 }
 
-/// Where raw bodies go.
+/// Where received bytes go.
 #[derive(Debug)]
 pub(crate) struct Spool<'a> {
-    /// Bodies up to this many bytes stay in memory, budget permitting.
+    /// Up to this many bytes stay in memory, budget permitting.
     pub buffer_size: usize,
     pub budget: &'a Arc<Budget>,
-    /// Where spooled bodies are written (the workers' upload_tmp_dir).
+    /// Where files are written: the workers' upload_tmp_dir for files
+    /// they open themselves, Hearth's own temporary directory otherwise.
     pub dir: &'a Path,
     /// The workers' user and group, when they run as another user than
-    /// Hearth: spooled bodies are handed to them.
+    /// Hearth and open the files themselves: files are handed to them.
     pub owner: Option<(u32, u32)>,
-    /// Whether the workers can read a spooled body; when they cannot
-    /// (an old PHP library, open_basedir), bodies stay in memory.
-    pub files: bool,
 }
 
-/// Writes to a spooled body go out in pieces of this size: small chunks
-/// (a chunked body in tiny chunks) are gathered into one write, and no
-/// more than this is waiting for the disk per body.
+impl Spool<'_> {
+    /// Hearth's own temporary directory, for files no worker opens.
+    pub fn own_dir() -> PathBuf {
+        std::env::temp_dir()
+    }
+}
+
+/// Writes to a file go out in pieces of this size: small chunks (a
+/// chunked body in tiny chunks) are gathered into one write, and no more
+/// than this is waiting for the disk per body. A body that pauses holds
+/// none of it.
 const WRITE_SIZE: usize = 64 << 10;
 
-/// Reads a raw body, refusing more than `limit` bytes: into memory up to
-/// the spool's buffer size, then into a temporary file.
-pub(crate) async fn raw<B>(body: B, limit: u64, spool: &Spool<'_>) -> Result<Body, BodyError>
+/// Bytes being received: gathered in memory up to the spool's buffer
+/// size while the budget allows, then moved to a file and written there.
+#[derive(Debug)]
+pub(crate) struct Sink<'a> {
+    spool: &'a Spool<'a>,
+    /// `hearth-body-`, `hearth-form-`: what the file holds.
+    prefix: &'static str,
+    memory: BytesMut,
+    reserved: Option<Reservation>,
+    file: Option<SpoolFile>,
+    len: usize,
+}
+
+impl<'a> Sink<'a> {
+    pub fn new(spool: &'a Spool<'a>, prefix: &'static str) -> Sink<'a> {
+        Sink {
+            spool,
+            prefix,
+            memory: BytesMut::new(),
+            reserved: None,
+            file: None,
+            len: 0,
+        }
+    }
+
+    /// Adds `chunk`: to memory if it fits the buffer and the budget, else
+    /// (with everything before it) to the file.
+    pub async fn push(&mut self, chunk: &[u8]) -> Result<(), BodyError> {
+        self.len += chunk.len();
+        if self.file.is_none() {
+            let fits = self.memory.len() + chunk.len() <= self.spool.buffer_size
+                && match &mut self.reserved {
+                    Some(r) => r.grow(chunk.len()),
+                    None => {
+                        self.reserved = self.spool.budget.take(chunk.len());
+                        self.reserved.is_some()
+                    }
+                };
+            if fits {
+                self.memory.extend_from_slice(chunk);
+                return Ok(());
+            }
+            self.spill().await?;
+        }
+        match &mut self.file {
+            Some(file) => file.write(chunk).await,
+            None => Ok(()),
+        }
+    }
+
+    /// From now on bytes go to a file (those in memory first).
+    pub async fn spill(&mut self) -> Result<(), BodyError> {
+        if self.file.is_some() {
+            return Ok(());
+        }
+        let mut file = SpoolFile::create(self.spool, self.prefix).await?;
+        let memory = std::mem::take(&mut self.memory);
+        self.reserved = None;
+        if !memory.is_empty() {
+            file.write(&memory).await?;
+        }
+        self.file = Some(file);
+        Ok(())
+    }
+
+    /// The bytes pause: those gathered for the file go to it, and their
+    /// buffer is given back, so that a body that trickles in holds no
+    /// memory between its pieces.
+    pub async fn pause(&mut self) -> Result<(), BodyError> {
+        match &mut self.file {
+            Some(file) => file.pause().await,
+            None => Ok(()),
+        }
+    }
+
+    /// What was received, where it is.
+    pub async fn finish(self) -> Result<Held, BodyError> {
+        if let Some(file) = self.file {
+            return Ok(Held::File {
+                path: file.finish().await?,
+                len: self.len,
+            });
+        }
+        if self.len == 0 {
+            return Ok(Held::Empty);
+        }
+        Ok(Held::Memory {
+            bytes: self.memory.freeze(),
+            _reserved: self.reserved,
+        })
+    }
+}
+
+/// Reads a body, refusing more than `limit` bytes: into memory up to the
+/// spool's buffer size, then into a temporary file. Returns where it is
+/// and how long it was.
+pub(crate) async fn raw<B>(body: B, limit: u64, spool: &Spool<'_>) -> Result<Held, BodyError>
 where
     B: HttpBody<Data = Bytes> + Unpin,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B::Error: Into<BoxError>,
 {
-    if !spool.files {
-        return collect(body, limit).await;
-    }
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let mut body = Limited::new(body, limit);
-    let mut len = 0usize;
-    let mut memory = BytesMut::new();
-    let mut reserved: Option<Reservation> = None;
+    let mut sink = Sink::new(spool, "hearth-body-");
     // A body announced larger than the buffer goes to a file from the start.
-    let mut file = match body.size_hint().exact() {
-        Some(n) if n > spool.buffer_size as u64 => Some(SpoolFile::create(spool).await?),
-        _ => None,
-    };
-    while let Some(frame) = body.frame().await {
+    if body
+        .size_hint()
+        .exact()
+        .is_some_and(|n| n > spool.buffer_size as u64)
+    {
+        sink.spill().await?;
+    }
+    loop {
+        let frame = match futures_util::FutureExt::now_or_never(body.frame()) {
+            Some(frame) => frame,
+            None => {
+                sink.pause().await?;
+                body.frame().await
+            }
+        };
+        let Some(frame) = frame else {
+            break;
+        };
         let Ok(chunk) = frame.map_err(classify)?.into_data() else {
             // Trailers: PHP has no use for them.
             continue;
         };
-        len += chunk.len();
-        if file.is_none() {
-            let fits = memory.len() + chunk.len() <= spool.buffer_size
-                && match &mut reserved {
-                    Some(r) => r.grow(chunk.len()),
-                    None => {
-                        reserved = spool.budget.take(chunk.len());
-                        reserved.is_some()
-                    }
-                };
-            if fits {
-                memory.extend_from_slice(&chunk);
-                continue;
-            }
-            let mut spooled = SpoolFile::create(spool).await?;
-            spooled.write(memory.split().freeze()).await?;
-            memory = BytesMut::new();
-            reserved = None;
-            file = Some(spooled);
-        }
-        if let Some(file) = &mut file {
-            file.write(chunk).await?;
-        }
+        sink.push(&chunk).await?;
     }
-    if let Some(file) = file {
-        return Ok(Body {
-            file: Some(file.finish().await?),
-            len,
-            ..Body::default()
-        });
+    sink.finish().await
+}
+
+pub(crate) fn classify(e: BoxError) -> BodyError {
+    if e.downcast_ref::<http_body_util::LengthLimitError>()
+        .is_some()
+    {
+        return BodyError::TooLarge;
     }
-    Ok(Body {
-        raw: memory.freeze(),
-        _reserved: reserved,
-        len,
-        ..Body::default()
-    })
+    if e.downcast_ref::<StalledError>().is_some() {
+        return BodyError::Stalled;
+    }
+    match e.downcast_ref::<hyper::Error>() {
+        Some(he) if he.is_parse() => BodyError::Malformed(he.to_string()),
+        _ => BodyError::Io(e.to_string()),
+    }
 }
 
 /// A body being written to a temporary file.
+#[derive(Debug)]
 struct SpoolFile {
     path: TempPath,
-    file: tokio::fs::File,
-    /// Small chunks gathered for one write.
+    /// Written on a blocking thread, and back here between writes (tokio's
+    /// own file keeps a buffer of its own for as long as the file is
+    /// open; a body that pauses should hold none).
+    file: Option<std::fs::File>,
+    /// Small chunks gathered for one write; released while the body
+    /// pauses.
     pending: BytesMut,
 }
 
 impl SpoolFile {
-    /// A `hearth-body-XXXXXX` file, mode 0600, owned by the workers' user.
-    async fn create(spool: &Spool<'_>) -> Result<SpoolFile, BodyError> {
+    /// A `PREFIX-XXXXXX` file, mode 0600, owned by the workers' user when
+    /// they open it.
+    async fn create(spool: &Spool<'_>, prefix: &'static str) -> Result<SpoolFile, BodyError> {
         let dir = spool.dir.to_path_buf();
         let owner = spool.owner;
         let created = tokio::task::spawn_blocking(move || {
             let named = tempfile::Builder::new()
-                .prefix("hearth-body-")
+                .prefix(prefix)
                 .rand_bytes(6)
                 .tempfile_in(&dir)
                 .map_err(|e| format!("cannot create a file in {}: {e}", dir.display()))?;
@@ -351,284 +381,158 @@ impl SpoolFile {
         .map_err(|e| BodyError::Spool(e.to_string()))?
         .map_err(BodyError::Spool)?;
         let (file, path) = created;
-        let mut file = tokio::fs::File::from_std(file);
-        // A write hands tokio a copy of the bytes: no more than one piece.
-        file.set_max_buf_size(WRITE_SIZE);
         Ok(SpoolFile {
             path,
-            file,
+            file: Some(file),
             pending: BytesMut::new(),
         })
     }
 
-    async fn write(&mut self, chunk: Bytes) -> Result<(), BodyError> {
+    async fn write(&mut self, chunk: &[u8]) -> Result<(), BodyError> {
         if self.pending.len() + chunk.len() > WRITE_SIZE && !self.pending.is_empty() {
-            let pending = self.pending.split();
-            self.write_out(&pending).await?;
+            self.flush().await?;
         }
         if chunk.len() >= WRITE_SIZE {
-            return self.write_out(&chunk).await;
+            return self.write_out(Bytes::copy_from_slice(chunk)).await;
         }
         if self.pending.capacity() == 0 {
             self.pending.reserve(WRITE_SIZE);
         }
-        self.pending.extend_from_slice(&chunk);
+        self.pending.extend_from_slice(chunk);
         Ok(())
     }
 
-    async fn write_out(&mut self, bytes: &[u8]) -> Result<(), BodyError> {
-        self.file
-            .write_all(bytes)
-            .await
-            .map_err(|e| BodyError::Spool(format!("cannot write {}: {e}", self.path.display())))
+    /// Writes the gathered chunks.
+    async fn flush(&mut self) -> Result<(), BodyError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = self.pending.split().freeze();
+        self.write_out(pending).await
+    }
+
+    async fn write_out(&mut self, bytes: Bytes) -> Result<(), BodyError> {
+        use std::io::Write as _;
+        let failed = |e: &dyn std::fmt::Display| {
+            BodyError::Spool(format!("cannot write {}: {e}", self.path.display()))
+        };
+        let Some(mut file) = self.file.take() else {
+            return Err(failed(&"an earlier write failed"));
+        };
+        let (file, written) = tokio::task::spawn_blocking(move || {
+            let written = file.write_all(&bytes);
+            (file, written)
+        })
+        .await
+        .map_err(|e| failed(&e))?;
+        self.file = Some(file);
+        written.map_err(|e| failed(&e))
+    }
+
+    /// While the body pauses: what is gathered goes to disk, and its
+    /// buffer is given back.
+    async fn pause(&mut self) -> Result<(), BodyError> {
+        self.flush().await?;
+        self.pending = BytesMut::new();
+        Ok(())
     }
 
     /// Writes what is left; the file is complete for the worker to read.
     async fn finish(mut self) -> Result<TempPath, BodyError> {
-        let pending = std::mem::take(&mut self.pending);
-        if !pending.is_empty() {
-            self.write_out(&pending).await?;
-        }
-        self.file
-            .flush()
-            .await
-            .map_err(|e| BodyError::Spool(format!("cannot write {}: {e}", self.path.display())))?;
+        self.flush().await?;
         Ok(self.path)
     }
 }
 
-/// Parses a multipart form as PHP's rfc1867 handler would, spooling files
-/// to `tmp_dir` and applying upload_max_filesize, MAX_FILE_SIZE,
-/// max_file_uploads and file_uploads.
-pub(crate) async fn multipart(
-    body: Incoming,
-    boundary: String,
-    limit: u64,
-    settings: &UploadSettings,
-) -> Result<Body, BodyError> {
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    // CONTENT_LENGTH is the size of the whole body, boundaries and part
-    // headers included, as the client declared it: count what arrives.
-    let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = received.clone();
-    let stream = futures_util::StreamExt::inspect(
-        Limited::new(body, limit).into_data_stream(),
-        move |chunk| {
-            if let Ok(bytes) = chunk {
-                counter.fetch_add(bytes.len(), std::sync::atomic::Ordering::Relaxed);
-            }
-        },
-    );
-    let mut form = multer::Multipart::new(stream, boundary);
-    let mut entries = PhpArray::with_capacity(512);
-    let mut uploads = Vec::new();
-    let mut files_seen = 0usize;
-    let mut max_file_size: Option<u64> = None;
+/// The error of a [`Paced`] body that waited too long for its next bytes.
+#[derive(Debug)]
+struct StalledError(Duration);
 
-    loop {
-        let field = match form.next_field().await {
-            Ok(Some(field)) => field,
-            Ok(None) => break,
-            Err(e) => return Err(multipart_error(e)),
+impl std::fmt::Display for StalledError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "request body stalled: no data for {:?}", self.0)
+    }
+}
+
+impl std::error::Error for StalledError {}
+
+/// A request body that fails once its reader has waited `limit` for the
+/// next frame: nginx's `client_body_timeout`, the time between two reads.
+/// Only waiting counts: time the reader spends elsewhere (writing to disk)
+/// between two frames does not.
+///
+/// HTTP/2 bodies need it: hyper has no timeout on a stream's body, and the
+/// connection guard only sees HTTP/1.1 sockets.
+#[derive(Debug)]
+pub(crate) struct Paced<B> {
+    inner: B,
+    /// The limit and its timer; none: the body is timed elsewhere (an
+    /// HTTP/1.1 body, by the connection guard).
+    timer: Option<(Duration, Pin<Box<Sleep>>)>,
+    /// The timer is set for the current wait.
+    waiting: bool,
+}
+
+impl<B> Paced<B> {
+    pub fn new(inner: B, limit: Option<Duration>) -> Paced<B> {
+        Paced {
+            inner,
+            timer: limit.map(|limit| (limit, Box::pin(tokio::time::sleep(limit)))),
+            waiting: false,
+        }
+    }
+}
+
+impl<B> HttpBody for Paced<B>
+where
+    B: HttpBody + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Data = B::Data;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<B::Data>, BoxError>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            this.waiting = false;
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        let Some((limit, timer)) = &mut this.timer else {
+            return Poll::Pending;
         };
-        let name = field.name().unwrap_or("").to_owned();
-        let file_name = field.file_name().map(str::to_owned);
-        let content_type = field
-            .content_type()
-            .map(|m| m.to_string())
-            .unwrap_or_default();
-        match file_name {
-            None => {
-                let value = read_field(field).await?;
-                if name == "MAX_FILE_SIZE" {
-                    max_file_size = std::str::from_utf8(&value)
-                        .ok()
-                        .and_then(|v| v.trim().parse().ok());
-                }
-                let mut entry = PhpArray::with_capacity(name.len() + value.len() + 32);
-                entry.push_str(name.as_bytes()).push_str(&value);
-                entries.push_array(entry);
-            }
-            Some(file_name) => {
-                if !settings.file_uploads {
-                    drain_field(field).await?;
-                    continue;
-                }
-                files_seen += 1;
-                if settings.max_file_uploads > 0 && files_seen > settings.max_file_uploads {
-                    tracing::warn!(
-                        "upload beyond max_file_uploads ({}) ignored",
-                        settings.max_file_uploads
-                    );
-                    drain_field(field).await?;
-                    continue;
-                }
-                let (tmp, error, size) = if file_name.is_empty() {
-                    drain_field(field).await?;
-                    (None, UPLOAD_ERR_NO_FILE, 0)
-                } else {
-                    spool(
-                        field,
-                        &settings.tmp_dir,
-                        settings.upload_max_filesize,
-                        max_file_size,
-                        settings.owner,
-                    )
-                    .await?
-                };
-                let tmp_name = tmp
-                    .as_ref()
-                    .map(|p: &TempPath| p.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                let mut entry = PhpArray::with_capacity(256);
-                entry
-                    .push_str(name.as_bytes())
-                    .push_str(file_name.as_bytes())
-                    .push_str(
-                        if error == 0
-                            || error == UPLOAD_ERR_INI_SIZE
-                            || error == UPLOAD_ERR_FORM_SIZE
-                        {
-                            content_type.as_bytes()
-                        } else {
-                            b""
-                        },
-                    )
-                    .push_str(tmp_name.as_bytes())
-                    .push_int(error)
-                    .push_int(size as i64);
-                entries.push_array(entry);
-                uploads.extend(tmp);
-            }
+        if !this.waiting {
+            this.waiting = true;
+            timer.as_mut().reset(Instant::now() + *limit);
+        }
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(StalledError(*limit))))),
+            Poll::Pending => Poll::Pending,
         }
     }
-    let mut form = BytesMut::new();
-    entries.finish(&mut form);
-    Ok(Body {
-        form: Some(form.freeze()),
-        len: received.load(std::sync::atomic::Ordering::Relaxed),
-        uploads,
-        ..Body::default()
-    })
-}
 
-fn multipart_error(e: multer::Error) -> BodyError {
-    if let multer::Error::StreamReadFailed(inner) = &e {
-        if inner
-            .downcast_ref::<http_body_util::LengthLimitError>()
-            .is_some()
-        {
-            return BodyError::TooLarge;
-        }
-        return BodyError::Io(inner.to_string());
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
     }
-    BodyError::Malformed(e.to_string())
-}
 
-async fn read_field(mut field: multer::Field<'_>) -> Result<Vec<u8>, BodyError> {
-    let mut value = Vec::new();
-    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-        value.extend_from_slice(&chunk);
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
-    Ok(value)
-}
-
-async fn drain_field(mut field: multer::Field<'_>) -> Result<(), BodyError> {
-    while field.chunk().await.map_err(multipart_error)?.is_some() {}
-    Ok(())
-}
-
-/// Writes one uploaded file to a `phpXXXXXX` file in `dir`, mode 0600.
-/// Returns the file (none when refused), the UPLOAD_ERR code, and the size
-/// PHP reports.
-async fn spool(
-    mut field: multer::Field<'_>,
-    dir: &Path,
-    max_size: u64,
-    form_max: Option<u64>,
-    owner: Option<(u32, u32)>,
-) -> Result<(Option<TempPath>, i64, u64), BodyError> {
-    let named = match tempfile::Builder::new()
-        .prefix("php")
-        .rand_bytes(6)
-        .tempfile_in(dir)
-    {
-        Ok(f) => f,
-        Err(e) => {
-            tracing::error!("cannot create an upload file in {}: {e}", dir.display());
-            drain_field(field).await?;
-            return Ok((None, UPLOAD_ERR_CANT_WRITE, 0));
-        }
-    };
-    let (std_file, path) = named.into_parts();
-    if let Some((uid, gid)) = owner {
-        if let Err(e) = std::os::unix::fs::fchown(&std_file, Some(uid), Some(gid)) {
-            tracing::error!("cannot hand an upload file to the workers' user: {e}");
-            drain_field(field).await?;
-            return Ok((None, UPLOAD_ERR_CANT_WRITE, 0));
-        }
-    }
-    let mut file = tokio::fs::File::from_std(std_file);
-    let mut size: u64 = 0;
-    let mut error = 0;
-    while let Some(chunk) = field.chunk().await.map_err(multipart_error)? {
-        if error != 0 {
-            continue;
-        }
-        size += chunk.len() as u64;
-        if max_size > 0 && size > max_size {
-            error = UPLOAD_ERR_INI_SIZE;
-            continue;
-        }
-        if form_max.is_some_and(|m| size > m) {
-            error = UPLOAD_ERR_FORM_SIZE;
-            continue;
-        }
-        if let Err(e) = file.write_all(&chunk).await {
-            tracing::error!("cannot write upload file {}: {e}", path.display());
-            error = UPLOAD_ERR_CANT_WRITE;
-        }
-    }
-    if error == 0 {
-        if let Err(e) = file.flush().await {
-            tracing::error!("cannot write upload file {}: {e}", path.display());
-            error = UPLOAD_ERR_CANT_WRITE;
-        }
-    }
-    drop(file);
-    if error != 0 {
-        drop(path);
-        return Ok((None, error, 0));
-    }
-    Ok((Some(path), 0, size))
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    #[test]
-    fn ini_quantities() {
-        assert_eq!(ini_bytes("8M"), 8 << 20);
-        assert_eq!(ini_bytes("2m"), 2 << 20);
-        assert_eq!(ini_bytes("512K"), 512 << 10);
-        assert_eq!(ini_bytes("1G"), 1 << 30);
-        assert_eq!(ini_bytes("1000"), 1000);
-        assert_eq!(ini_bytes(""), 0);
-        assert_eq!(ini_bytes("0x10"), 16);
-        assert_eq!(ini_bytes("0x10K"), 16 << 10);
-        assert_eq!(ini_bytes("0o17"), 15);
-        assert_eq!(ini_bytes("0b11"), 3);
-        assert_eq!(ini_bytes("010"), 8);
-    }
-
     /// A body arriving in `pieces`, of unknown length (as a chunked one).
-    fn chunked(
+    pub(crate) fn chunked(
         pieces: &[&[u8]],
     ) -> impl HttpBody<Data = Bytes, Error = std::convert::Infallible> + Unpin {
-        let frames: Vec<Result<hyper::body::Frame<Bytes>, std::convert::Infallible>> = pieces
+        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = pieces
             .iter()
-            .map(|p| Ok(hyper::body::Frame::data(Bytes::copy_from_slice(p))))
+            .map(|p| Ok(Frame::data(Bytes::copy_from_slice(p))))
             .collect();
         http_body_util::StreamBody::new(futures_util::stream::iter(frames))
     }
@@ -639,12 +543,25 @@ mod tests {
             budget,
             dir,
             owner: None,
-            files: true,
         }
     }
 
-    fn spooled(body: &Body) -> Vec<u8> {
-        std::fs::read(body.file.as_ref().expect("a spooled body")).expect("read")
+    fn in_memory(held: &Held) -> &[u8] {
+        match held {
+            Held::Memory { bytes, .. } => bytes,
+            other => panic!("not in memory: {other:?}"),
+        }
+    }
+
+    fn in_file(held: &Held) -> Vec<u8> {
+        match held {
+            Held::File { path, len } => {
+                let bytes = std::fs::read(path).expect("read");
+                assert_eq!(bytes.len(), *len, "the length told");
+                bytes
+            }
+            other => panic!("not in a file: {other:?}"),
+        }
     }
 
     #[tokio::test]
@@ -655,8 +572,7 @@ mod tests {
         let body = raw(chunked(&[b"1234", b"5678"]), 100, &spool)
             .await
             .unwrap();
-        assert_eq!((&body.raw[..], body.len), (&b"12345678"[..], 8));
-        assert!(body.file.is_none());
+        assert_eq!((in_memory(&body), body.len()), (&b"12345678"[..], 8));
         assert_eq!(budget.left(), (1 << 20) - 8, "held while the body is");
         drop(body);
         assert_eq!(budget.left(), 1 << 20, "given back with it");
@@ -664,10 +580,12 @@ mod tests {
         let body = raw(chunked(&[b"1234", b"5678", b"9"]), 100, &spool)
             .await
             .unwrap();
-        assert!(body.raw.is_empty());
-        assert_eq!((spooled(&body), body.len), (b"123456789".to_vec(), 9));
+        assert_eq!((in_file(&body), body.len()), (b"123456789".to_vec(), 9));
         assert_eq!(budget.left(), 1 << 20, "nothing held for a spooled body");
-        let path = body.file.as_ref().unwrap().to_path_buf();
+        let Held::File { path, .. } = &body else {
+            unreachable!()
+        };
+        let path = path.to_path_buf();
         assert!(path
             .file_name()
             .unwrap()
@@ -684,7 +602,10 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(spooled(&body), b"0123456789");
+        assert_eq!(in_file(&body), b"0123456789");
+
+        let body = raw(chunked(&[]), 100, &spool).await.unwrap();
+        assert!(matches!(body, Held::Empty), "{body:?}");
     }
 
     #[tokio::test]
@@ -693,27 +614,39 @@ mod tests {
         let budget = Budget::new(10);
         let spool = spool(dir.path(), &budget, 8);
         let first = raw(chunked(&[b"12345678"]), 100, &spool).await.unwrap();
-        assert!(first.file.is_none());
+        assert_eq!(in_memory(&first), b"12345678");
         let second = raw(chunked(&[b"abc"]), 100, &spool).await.unwrap();
-        assert_eq!(spooled(&second), b"abc", "2 bytes of budget left, 3 needed");
+        assert_eq!(in_file(&second), b"abc", "2 bytes of budget left, 3 needed");
         let third = raw(chunked(&[b"x", b"y"]), 100, &spool).await.unwrap();
-        assert_eq!(&third.raw[..], b"xy");
+        assert_eq!(in_memory(&third), b"xy");
         assert_eq!(budget.left(), 0);
         drop((first, third));
         assert_eq!(budget.left(), 10);
     }
 
+    /// Issue 16 (1): a body in one-byte chunks is gathered into one
+    /// buffer, or one file, like any other.
     #[tokio::test]
-    async fn tiny_chunks_are_written_together_and_every_byte_arrives() {
+    async fn tiny_chunks_are_gathered_and_every_byte_arrives() {
         let dir = tempfile::tempdir().unwrap();
         let budget = Budget::new(1 << 20);
-        let spool = spool(dir.path(), &budget, 0);
         let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
         let mut pieces: Vec<&[u8]> = data.chunks(1).take(1000).collect();
         pieces.extend(data[1000..].chunks(70_000));
-        let body = raw(chunked(&pieces), 1 << 20, &spool).await.unwrap();
-        assert_eq!(spooled(&body), data);
-        assert_eq!(body.len, data.len());
+        let spool_all = spool(dir.path(), &budget, 0);
+        let body = raw(chunked(&pieces), 1 << 20, &spool_all).await.unwrap();
+        assert_eq!(in_file(&body), data);
+
+        let in_memory_spool = spool(dir.path(), &budget, 1 << 20);
+        let tiny: Vec<&[u8]> = data[..50_000].chunks(1).collect();
+        let body = raw(chunked(&tiny), 1 << 20, &in_memory_spool)
+            .await
+            .unwrap();
+        let Held::Memory { bytes, .. } = &body else {
+            panic!("{body:?}")
+        };
+        assert_eq!(&bytes[..], &data[..50_000]);
+        assert_eq!(budget.left(), (1 << 20) - 50_000, "counted in the budget");
     }
 
     #[tokio::test]
@@ -736,25 +669,47 @@ mod tests {
         assert!(matches!(failed, Err(BodyError::Spool(_))), "{failed:?}");
     }
 
-    #[tokio::test]
-    async fn without_files_bodies_stay_in_memory() {
-        let budget = Budget::new(0);
-        let mut spool = spool(Path::new("/nonexistent/hearth-test"), &budget, 0);
-        spool.files = false;
-        let body = raw(chunked(&[b"12345"]), 10, &spool).await.unwrap();
-        assert_eq!(&body.raw[..], b"12345");
+    /// A body that never ends, sending `sent` and then nothing.
+    fn stalls_after(
+        sent: &'static [u8],
+    ) -> impl HttpBody<Data = Bytes, Error = std::convert::Infallible> + Unpin {
+        let first = futures_util::stream::iter([Ok(Frame::data(Bytes::from_static(sent)))]);
+        http_body_util::StreamBody::new(futures_util::StreamExt::chain(
+            first,
+            futures_util::stream::pending(),
+        ))
     }
 
-    #[test]
-    fn only_post_multipart_is_parsed() {
-        let ct = http::HeaderValue::from_static("multipart/form-data; boundary=XyZ");
+    /// Issue 16 (2): an HTTP/2 body that stops arriving ends after the body
+    /// timeout, counted from the last bytes, however long the body took
+    /// before.
+    #[tokio::test(start_paused = true)]
+    async fn a_paced_body_fails_once_no_bytes_come_for_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let budget = Budget::new(1 << 20);
+        let spool = spool(dir.path(), &budget, 1 << 10);
+        let limit = Duration::from_secs(60);
+        let begun = Instant::now();
+        let body = Paced::new(stalls_after(b"abc"), Some(limit));
+        let stalled = raw(body, 100, &spool).await;
+        assert!(matches!(stalled, Err(BodyError::Stalled)), "{stalled:?}");
         assert_eq!(
-            multipart_boundary(&http::Method::POST, Some(&ct)).as_deref(),
-            Some("XyZ")
+            begun.elapsed(),
+            limit,
+            "the paused clock moved by the limit"
         );
-        assert_eq!(multipart_boundary(&http::Method::PUT, Some(&ct)), None);
-        let other = http::HeaderValue::from_static("application/json");
-        assert_eq!(multipart_boundary(&http::Method::POST, Some(&other)), None);
-        assert_eq!(multipart_boundary(&http::Method::POST, None), None);
+
+        // Bytes that keep coming reset the clock.
+        let slow = futures_util::stream::unfold(0, move |sent| async move {
+            if sent == 5 {
+                return None;
+            }
+            tokio::time::sleep(limit / 2).await;
+            let frame = Frame::data(Bytes::from_static(b"x"));
+            Some((Ok::<_, std::convert::Infallible>(frame), sent + 1))
+        });
+        let body = Paced::new(http_body_util::StreamBody::new(Box::pin(slow)), Some(limit));
+        let whole = raw(body, 100, &spool).await.unwrap();
+        assert_eq!(in_memory(&whole), b"xxxxx");
     }
 }

@@ -24,7 +24,9 @@
 //! - `protocol`: what a new connection speaks (TLS, ALPN, h2c preface).
 //! - `request`: a request as a worker receives it: body, `$_SERVER` (with
 //!   the script of the worker's release), frames.
-//! - `body`: request bodies read whole: spooled, or parsed as multipart forms.
+//! - `form`: multipart forms parsed as PHP would, within PHP's limits.
+//! - `body`: request bodies received whole, in memory within a budget or
+//!   in files, whatever frames they came in; the HTTP/2 body timeout.
 //! - `static_files`: files from the document root, served as nginx would.
 //! - `compress`: gzip and brotli for clients that accept them.
 //! - `response`: the worker's response frames turned into an HTTP response.
@@ -50,6 +52,7 @@ mod body;
 mod cgi;
 mod compress;
 mod config;
+mod form;
 mod framing;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]

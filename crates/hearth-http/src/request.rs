@@ -4,10 +4,12 @@
 //! whole of it encoded in frames for the pool, with the `SCRIPT_*` and
 //! `DOCUMENT_ROOT` of the release the worker that takes it runs.
 
+use std::io::Read as _;
 use std::os::unix::ffi::OsStrExt as _;
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use bytes::BytesMut;
 use hearth_pool::{Paths, Pool};
@@ -16,9 +18,10 @@ use http::request::Parts;
 use http::{Response, StatusCode};
 use hyper::body::{Body as _, Incoming};
 
-use crate::body::{self, BodyError, UploadSettings};
+use crate::body::{self, BodyError, Held};
 use crate::cgi::{self, Connection, Script, ServerInfo};
 use crate::config::ServeConfig;
+use crate::form::{self, UploadSettings};
 use crate::guard;
 use crate::response::{self, Keep, ResponseBody};
 
@@ -29,8 +32,13 @@ pub(crate) struct Encoder {
     max_body_size: u64,
     body_buffer_size: usize,
     body_chunk: usize,
-    /// What raw request bodies may hold in memory, all together.
+    /// Longest pause while an HTTP/2 body arrives (HTTP/1.1 ones are timed
+    /// by the connection guard).
+    body_timeout: Duration,
+    /// What request bodies may hold in memory, all together.
     body_budget: Arc<body::Budget>,
+    /// Multipart forms being parsed ([`form::PARSES_AT_ONCE`]).
+    form_parses: tokio::sync::Semaphore,
     /// Said once: workers cannot read spooled bodies.
     warned_no_body_files: AtomicBool,
     /// The script as each release describes it to PHP.
@@ -80,7 +88,9 @@ impl Encoder {
             max_body_size: config.max_body_size,
             body_buffer_size: config.body_buffer_size,
             body_chunk: config.body_chunk.max(1),
+            body_timeout: config.body_timeout,
             body_budget: body::Budget::new(config.body_memory),
+            form_parses: tokio::sync::Semaphore::new(form::PARSES_AT_ONCE),
             warned_no_body_files: AtomicBool::new(false),
             scripts: Scripts::default(),
         }
@@ -90,8 +100,10 @@ impl Encoder {
     ///
     /// Err is the answer to give instead: 413 for a body over the limit;
     /// 400 for a malformed one, 408 for one that stalled, 500 for one that
-    /// cannot be spooled, each closing the connection (the rest of the body
-    /// is not read, so the connection cannot carry another request).
+    /// cannot be spooled. On HTTP/1.1 each closes the connection (the rest
+    /// of the body is not read, so the connection cannot carry another
+    /// request); on HTTP/2 the answer ends the stream, and hyper resets
+    /// what is left of its body (`RST_STREAM` with `NO_ERROR`).
     pub async fn read(
         &self,
         parts: Parts,
@@ -105,6 +117,10 @@ impl Encoder {
         let body = if incoming.is_end_stream() {
             body::Body::default()
         } else {
+            // hyper has no timeout on an HTTP/2 stream's body; the guard
+            // times HTTP/1.1 sockets.
+            let http2 = parts.version == http::Version::HTTP_2;
+            let incoming = body::Paced::new(incoming, http2.then_some(self.body_timeout));
             self.read_body(&parts, incoming, pool).await?
         };
         Ok(WorkerRequest {
@@ -117,35 +133,76 @@ impl Encoder {
     async fn read_body(
         &self,
         parts: &Parts,
-        incoming: Incoming,
+        incoming: body::Paced<Incoming>,
         pool: &Pool,
     ) -> Result<body::Body, Response<ResponseBody>> {
         let mut settings = UploadSettings::from_ready(pool.settings().as_deref());
         settings.owner = pool.config().user.as_ref().map(|u| (u.uid, u.gid));
-        let read = match body::multipart_boundary(
+        // Files no worker opens: Hearth's own, in its own directory.
+        let own_dir = body::Spool::own_dir();
+        let own = body::Spool {
+            buffer_size: self.body_buffer_size,
+            budget: &self.body_budget,
+            dir: &own_dir,
+            owner: None,
+        };
+        let read = match form::multipart_boundary(
             &parts.method,
             parts.headers.get(http::header::CONTENT_TYPE),
         ) {
             Some(boundary) if settings.parse_post && !exceeds_post_max(parts, &settings) => {
-                body::multipart(incoming, boundary, self.max_body_size, &settings).await
+                let parses = &self.form_parses;
+                form::multipart(
+                    incoming,
+                    boundary,
+                    self.max_body_size,
+                    &settings,
+                    &own,
+                    parses,
+                )
+                .await
             }
-            _ => {
-                if !settings.body_files && !self.warned_no_body_files.swap(true, Ordering::Relaxed)
-                {
-                    tracing::warn!(
-                        "the workers cannot read request bodies spooled to {} (a PHP library \
-                         older than this hearth, or open_basedir): bodies stay in memory",
-                        settings.tmp_dir.display()
-                    );
-                }
+            _ if settings.body_files => {
                 let spool = body::Spool {
-                    buffer_size: self.body_buffer_size,
-                    budget: &self.body_budget,
                     dir: &settings.tmp_dir,
                     owner: settings.owner,
-                    files: settings.body_files,
+                    ..own
                 };
-                body::raw(incoming, self.max_body_size, &spool).await
+                body::raw(incoming, self.max_body_size, &spool)
+                    .await
+                    .map(|held| body::Body {
+                        len: held.len(),
+                        held,
+                        worker_reads_file: true,
+                        ..body::Body::default()
+                    })
+            }
+            _ => {
+                if !self.warned_no_body_files.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        "the workers cannot read request bodies spooled to {} (a PHP library \
+                         older than this hearth, or open_basedir): Hearth spools them to {} \
+                         and sends them in frames when a worker takes the request",
+                        settings.tmp_dir.display(),
+                        own_dir.display()
+                    );
+                }
+                body::raw(incoming, self.max_body_size, &own)
+                    .await
+                    .map(|held| body::Body {
+                        len: held.len(),
+                        held,
+                        ..body::Body::default()
+                    })
+            }
+        };
+        let refuse = |status| {
+            let page = response::error_page(status);
+            if parts.version == http::Version::HTTP_2 {
+                // The stream ends with the answer; the connection goes on.
+                page
+            } else {
+                response::closing(page)
             }
         };
         match read {
@@ -153,9 +210,13 @@ impl Encoder {
             Err(BodyError::TooLarge) => Err(response::error_page(StatusCode::PAYLOAD_TOO_LARGE)),
             Err(BodyError::Malformed(why)) => {
                 tracing::warn!(uri = %parts.uri, "refused a request (400 Bad Request): bad request body: {why}");
-                Err(response::closing(response::error_page(
-                    StatusCode::BAD_REQUEST,
-                )))
+                Err(refuse(StatusCode::BAD_REQUEST))
+            }
+            Err(BodyError::Stalled) => {
+                // As the guard says it for HTTP/1.1: slow or vanished
+                // clients are common and say nothing about the request.
+                tracing::info!(uri = %parts.uri, "refused a request (408 Request Timeout): request body stalled");
+                Err(refuse(StatusCode::REQUEST_TIMEOUT))
             }
             Err(BodyError::Io(why)) => {
                 // Refused by the connection guard (400), stalled (408), or
@@ -166,13 +227,11 @@ impl Encoder {
                     .and_then(|g| g.body_refusal())
                     .unwrap_or(StatusCode::BAD_REQUEST);
                 tracing::debug!("request body not received: {why}");
-                Err(response::closing(response::error_page(status)))
+                Err(refuse(status))
             }
             Err(BodyError::Spool(why)) => {
                 tracing::error!(uri = %parts.uri, "cannot spool a request body: {why}");
-                Err(response::closing(response::error_page(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                )))
+                Err(refuse(StatusCode::INTERNAL_SERVER_ERROR))
             }
         }
     }
@@ -190,7 +249,7 @@ impl Encoder {
     ) {
         let script = self.scripts.of(paths);
         let body = &request.body;
-        let has_body = body.len > 0 || body.form.is_some() || body.file.is_some();
+        let has_body = body.len > 0 || body.form.is_some() || !matches!(body.held, Held::Empty);
         let body_len = has_body.then_some(body.len);
         let at = begin_frame(buf, Kind::Request, 0, id);
         cgi::write_server_vars(
@@ -203,36 +262,104 @@ impl Encoder {
             request.received,
         );
         end_frame(buf, at);
-        for piece in body.raw.chunks(self.body_chunk) {
-            encode_frame(buf, Kind::Body, 0, id, piece);
-        }
-        if let Some(file) = &body.file {
-            encode_frame(buf, Kind::BodyFile, 0, id, file.as_os_str().as_bytes());
-        }
-        if let Some(form) = &body.form {
-            for piece in form.chunks(self.body_chunk) {
-                encode_frame(buf, Kind::Form, 0, id, piece);
+        let (kind, flags) = match &body.form {
+            Some(form) => {
+                // The list around the entries held.
+                let head = format!("a:{}:{{", form.entries);
+                encode_frame(buf, Kind::Form, form.flags, id, head.as_bytes());
+                (Kind::Form, form.flags)
+            }
+            None => (Kind::Body, 0),
+        };
+        match &body.held {
+            Held::Empty => {}
+            Held::Memory { bytes, .. } => {
+                for piece in bytes.chunks(self.body_chunk) {
+                    encode_frame(buf, kind, flags, id, piece);
+                }
+            }
+            Held::File { path, .. } if body.worker_reads_file => {
+                encode_frame(buf, Kind::BodyFile, 0, id, path.as_os_str().as_bytes());
+            }
+            Held::File { path, len } => {
+                self.read_back(buf, (kind, flags, id), path, *len);
             }
         }
+        if let Some(form) = &body.form {
+            encode_frame(buf, Kind::Form, form.flags, id, b"}");
+        }
         encode_frame(buf, Kind::End, 0, id, &[]);
+    }
+
+    /// Sends a file Hearth spooled, in frames of `kind`, to a worker that
+    /// cannot open it. The read blocks this thread, as little as tokio's
+    /// own file reads would: the file was just written and sits in the
+    /// page cache. The pool asks for the frames only once a worker has the
+    /// request, and reading the file any earlier would hold the body in
+    /// memory while the request waits for a worker, which is what spooling
+    /// it avoids.
+    fn read_back(
+        &self,
+        buf: &mut BytesMut,
+        (kind, flags, id): (Kind, u16, u32),
+        path: &Path,
+        len: usize,
+    ) {
+        let mut file = match std::fs::File::open(path) {
+            Ok(file) => file,
+            Err(e) => {
+                tracing::error!(
+                    "cannot read back {}: {e}; the worker gets no body",
+                    path.display()
+                );
+                return;
+            }
+        };
+        // The frames' room at once, not by doubling as they come.
+        buf.reserve(len + len.div_ceil(self.body_chunk) * hearth_proto::HEADER_LEN);
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(self.body_chunk);
+            let at = begin_frame(buf, kind, flags, id);
+            let start = buf.len();
+            buf.resize(start + n, 0);
+            if let Err(e) = file.read_exact(&mut buf[start..]) {
+                buf.truncate(at);
+                tracing::error!(
+                    "cannot read back {}: {e}; the worker gets {} of {len} bytes",
+                    path.display(),
+                    len - left
+                );
+                return;
+            }
+            end_frame(buf, at);
+            left -= n;
+        }
     }
 }
 
 impl WorkerRequest {
     /// About the size of the encoded request. It only decides whether the
     /// request is small enough to be queued behind another: `$_SERVER` is
-    /// about 1.5 KB, and a spooled body is already on disk.
+    /// about 1.5 KB, and a body the worker opens itself is already on disk.
     pub fn len(&self) -> usize {
-        2048 + self.body.raw.len()
-            + self.body.form.as_ref().map_or(0, |f| f.len())
-            + self.body.file.as_ref().map_or(0, |f| f.as_os_str().len())
+        let body = &self.body;
+        2048 + match &body.held {
+            Held::File { path, .. } if body.worker_reads_file => path.as_os_str().len(),
+            held => held.len(),
+        }
     }
 
     /// What has to stay until the request has ended in the worker: the
     /// files it reads.
     pub fn take_files(&mut self) -> Keep {
         let uploads = std::mem::take(&mut self.body.uploads);
-        Box::new((uploads, self.body.file.take()))
+        let held = if self.body.worker_reads_file {
+            std::mem::take(&mut self.body.held)
+        } else {
+            Held::Empty
+        };
+        Box::new((uploads, held))
     }
 }
 

@@ -87,6 +87,13 @@ pub mod flags {
     /// `fastcgi_finish_request()`). A final `End` for the same request
     /// follows when it is done; until then the worker takes no request.
     pub const DETACHED: u16 = 0x0004;
+    /// On `Form` from Hearth: the form had more parts than the worker's
+    /// `max_multipart_body_parts` allows; those past it were not parsed.
+    /// The worker raises PHP's warning for it.
+    pub const PARTS_LIMIT: u16 = 0x0100;
+    /// On `Form` from Hearth: files past the worker's `max_file_uploads`
+    /// were dropped. The worker raises PHP's warning for it.
+    pub const UPLOADS_LIMIT: u16 = 0x0200;
 }
 
 /// One decoded frame.

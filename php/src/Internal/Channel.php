@@ -113,6 +113,7 @@ final class Channel
         $server = '';
         $body = '';
         $form = null;
+        $formFlags = 0;
         $bodyFile = null;
         $buffer = $this->buffer;
         $at = 0;
@@ -145,6 +146,7 @@ final class Channel
                         break;
                     case Frame::FORM:
                         $form = ($form ?? '') . $payload;
+                        $formFlags |= $h['f'];
                         break;
                     case Frame::BODY_FILE:
                         $bodyFile = $payload;
@@ -154,7 +156,7 @@ final class Channel
                             throw ProtocolError::unexpected(Frame::END, 'without a request');
                         }
                         $this->buffer = $at === $available ? '' : substr($buffer, $at);
-                        return new Request($id, $server, $body, $form, false, $bodyFile);
+                        return new Request($id, $server, $body, $form, false, $bodyFile, $formFlags);
                     case Frame::CALL:
                         if ($id !== -1) {
                             throw ProtocolError::unexpected(Frame::CALL, 'before the previous request ended');

@@ -77,7 +77,7 @@ final class Globals
     public static function form(array $entries): array
     {
         $fields = '';
-        $files = '';
+        $files = [];
         $uploaded = [];
         $skipFiles = false;
         foreach ($entries as $entry) {
@@ -92,37 +92,84 @@ final class Globals
                 continue;
             }
             [, $fullPath, $type, $tmp, $error, $size] = $entry;
-            // PHP inserts the attribute after the first segment of the name:
-            // "doc[a][]" becomes "doc[name][a][]", "doc[type][a][]"...
-            $open = strpos($name, '[');
-            $base = $open === false ? $name : substr($name, 0, $open);
-            $rest = $open === false ? '' : substr($name, $open);
             $attributes = [
                 'name' => self::basename((string) $fullPath),
                 'full_path' => (string) $fullPath,
                 'type' => (string) $type,
                 'tmp_name' => (string) $tmp,
-                'error' => (string) $error,
-                'size' => (string) $size,
+                'error' => (int) $error,
+                'size' => (int) $size,
             ];
-            foreach ($attributes as $attribute => $value) {
-                $files .= ($files === '' ? '' : '&') . self::encodeName($base . '[' . $attribute . ']' . $rest)
-                    . '=' . rawurlencode($value);
-            }
+            self::registerFile($files, $name, $attributes);
             if ($tmp !== '') {
                 $uploaded[] = (string) $tmp;
             }
         }
         $post = [];
-        $filesArray = [];
         if ($fields !== '') {
             parse_str($fields, $post);
         }
-        if ($files !== '') {
-            parse_str($files, $filesArray);
-            $filesArray = self::castFileNumbers($filesArray);
+        return [$post, $files, $uploaded];
+    }
+
+    /**
+     * Adds one file to $_FILES under `$name`, each attribute inserted after
+     * the name's first segment, as PHP does: "doc[a][]" becomes
+     * "doc[name][a][]", "doc[type][a][]"...
+     *
+     * Unlike fields, files do not count against max_input_vars in PHP, so
+     * they are not registered through one parse_str() of them all (which
+     * stops at max_input_vars variables, six per file). parse_str() of the
+     * name alone still says what PHP makes of it (" " and "." in the first
+     * segment become "_", numeric keys become integers, a name too deeply
+     * nested is dropped); a "[]" segment appends, as in PHP.
+     *
+     * @param array<array-key, mixed> $files
+     * @param array<string, string|int> $attributes
+     */
+    private static function registerFile(array &$files, string $name, array $attributes): void
+    {
+        $probe = [];
+        parse_str(self::encodeName($name) . '=', $probe);
+        if ($probe === []) {
+            return;
         }
-        return [$post, $filesArray, $uploaded];
+        // The keys PHP made of the name, one per segment: parse_str() of
+        // a single variable gives a chain of one-entry arrays.
+        $keys = [];
+        $node = $probe;
+        while (is_array($node) && $node !== []) {
+            $key = array_key_first($node);
+            $keys[] = $key;
+            $node = $node[$key];
+        }
+        // Which segments were "[]": a clean name is its first segment and
+        // then "[...]" groups with no bracket inside.
+        $open = strpos($name, '[');
+        $groups = $open === false ? [] : explode('][', substr($name, $open + 1, -1));
+        foreach ($attributes as $attribute => $value) {
+            $at = &$files;
+            $path = array_merge([$keys[0], $attribute], array_slice($keys, 1));
+            $last = count($path) - 1;
+            foreach ($path as $level => $key) {
+                if (!is_array($at)) {
+                    $at = [];
+                }
+                // Levels 0 and 1 are the first segment and the attribute.
+                $append = $level >= 2 && ($groups[$level - 2] ?? null) === '';
+                if ($append) {
+                    $at[] = $level === $last ? $value : [];
+                    $at = &$at[array_key_last($at)];
+                    continue;
+                }
+                if ($level === $last) {
+                    $at[$key] = $value;
+                    continue;
+                }
+                $at = &$at[$key];
+            }
+            unset($at);
+        }
     }
 
     /**
@@ -227,34 +274,5 @@ final class Globals
             return $path;
         }
         return substr($path, $cut + 1);
-    }
-
-    /**
-     * parse_str() gives strings; PHP gives "error" and "size" as integers.
-     *
-     * @param array<array-key, mixed> $files
-     * @return array<array-key, mixed>
-     */
-    private static function castFileNumbers(array $files): array
-    {
-        foreach ($files as &$file) {
-            if (!is_array($file)) {
-                continue;
-            }
-            foreach (['error', 'size'] as $attribute) {
-                if (isset($file[$attribute])) {
-                    $file[$attribute] = self::toInt($file[$attribute]);
-                }
-            }
-        }
-        return $files;
-    }
-
-    private static function toInt(mixed $value): mixed
-    {
-        if (is_array($value)) {
-            return array_map(self::toInt(...), $value);
-        }
-        return (int) $value;
     }
 }

@@ -17,6 +17,7 @@ final class Request
      * @param string|null $form     serialized fields and uploads of a multipart form
      * @param bool        $call     a job (a CALL frame, $server holds its fields), not an HTTP request
      * @param string|null $bodyFile the file holding the raw body, when Hearth spooled it to disk
+     * @param int         $formFlags the flags of the FORM frames: the limits the form ran into
      */
     public function __construct(
         public readonly int $id,
@@ -25,6 +26,7 @@ final class Request
         public readonly ?string $form,
         public readonly bool $call = false,
         public readonly ?string $bodyFile = null,
+        public readonly int $formFlags = 0,
     ) {
     }
 }

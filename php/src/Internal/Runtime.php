@@ -57,6 +57,8 @@ final class Runtime
     private string $requestOrder;
     private bool $parsePost;
     private int $postMaxSize;
+    /** Parts of a multipart body PHP parses at most, for its warning. */
+    private int $partsLimit;
     private string $method = '';
     private string $uri = '';
 
@@ -106,6 +108,10 @@ final class Runtime
         $this->requestOrder = $order !== '' ? $order : (string) ini_get('variables_order');
         $this->parsePost = (bool) ini_get('enable_post_data_reading');
         $this->postMaxSize = IniQuantity::bytes((string) ini_get('post_max_size'));
+        $parts = ini_get('max_multipart_body_parts');
+        $this->partsLimit = $parts === false || (int) $parts < 0
+            ? (int) ini_get('max_input_vars') + (int) ini_get('max_file_uploads')
+            : (int) $parts;
         $this->head = new ResponseHead((bool) ini_get('expose_php'));
         $this->head->reset();
         $tmpDir = ini_get('upload_tmp_dir') ?: sys_get_temp_dir();
@@ -114,6 +120,8 @@ final class Runtime
             'post_max_size' => (string) ini_get('post_max_size'),
             'upload_max_filesize' => (string) ini_get('upload_max_filesize'),
             'max_file_uploads' => (string) ini_get('max_file_uploads'),
+            'max_input_vars' => (string) ini_get('max_input_vars'),
+            'max_multipart_body_parts' => (string) ini_get('max_multipart_body_parts'),
             'file_uploads' => (bool) ini_get('file_uploads'),
             'enable_post_data_reading' => $this->parsePost,
             'upload_tmp_dir' => $tmpDir,
@@ -213,6 +221,18 @@ final class Runtime
             if (is_array($entries)) {
                 [$_POST, $_FILES, $uploaded] = Globals::form($entries);
                 Uploads::accept($uploaded);
+            }
+            // What PHP's multipart parser says when it stops (without the
+            // prefix for files, as it does).
+            if (($request->formFlags & Frame::FLAG_UPLOADS_LIMIT) !== 0) {
+                trigger_error('Maximum number of allowable file uploads has been exceeded', E_USER_WARNING);
+            }
+            if (($request->formFlags & Frame::FLAG_PARTS_LIMIT) !== 0) {
+                trigger_error(sprintf(
+                    'PHP Request Startup: Multipart body parts limit exceeded %d. '
+                    . 'To increase the limit change max_multipart_body_parts in php.ini.',
+                    $this->partsLimit,
+                ), E_USER_WARNING);
             }
             return;
         }
