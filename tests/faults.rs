@@ -178,7 +178,10 @@ fn sigkill_a_busy_worker_every_200ms_under_200_connections() {
     );
     eprintln!("{kills} kills: {ok} ok, {failed} failed (502), {other} other, {io} cut");
     assert!(kills >= 10, "the killer ran: {kills}");
-    assert!(ok > 1000, "the load ran: {ok} ok");
+    // Enough requests that the kills landed on busy workers; how many a
+    // 3 s load gets through depends on the machine (about 4,000 on an idle
+    // 2-core VM, under 1,000 with the cores shared), so this is no speed test.
+    assert!(ok > 200, "the load ran: {ok} ok");
     assert_eq!(other, 0, "only 200s and the killed requests' 502s");
     assert_eq!(io, 0, "no connection was cut");
     assert!(
