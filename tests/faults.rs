@@ -276,7 +276,11 @@ fn twenty_reloads_in_ten_seconds_under_load_fail_no_request() {
 
 #[test]
 fn sigterm_lets_requests_in_flight_finish_then_exits_0() {
-    let mut server = Server::start(&fixture("app.php"), &["--workers", "4"]);
+    // One worker per request, so that every request can be seen to have
+    // reached PHP (its mark) before the signal: a client thread that has not
+    // even connected yet is not in flight, and is refused once Hearth stops
+    // accepting.
+    let mut server = Server::start(&fixture("app.php"), &["--workers", "8"]);
     let marks = support::tempdir();
     let threads: Vec<_> = (0..8)
         .map(|i| {
@@ -287,9 +291,9 @@ fn sigterm_lets_requests_in_flight_finish_then_exits_0() {
             })
         })
         .collect();
-    // Every request has reached a worker or waits for one.
+    // Every request runs in a worker.
     support::eventually(Duration::from_secs(10), "requests in flight", || {
-        (std::fs::read_dir(marks.path()).map_or(0, |d| d.count()) >= 4).then_some(())
+        (std::fs::read_dir(marks.path()).map_or(0, |d| d.count()) >= 8).then_some(())
     });
     server.signal("TERM");
     let statuses: Vec<_> = threads
