@@ -363,7 +363,9 @@ fn refusal(setup: &str, uid: u32, bin: &Path, script: &Path) -> String {
 #[ignore = "needs root: run with --ignored as root"]
 fn a_control_socket_directory_another_user_owns_is_refused_with_its_owner() {
     needs_root();
-    let (app, script) = reachable_copy(Path::new(env!("CARGO_TARGET_TMPDIR")), true);
+    // Outside /tmp and /run, which the namespace hides, and reachable by
+    // www-data wherever this checkout is (a clone in /root is not).
+    let (app, script) = reachable_copy(Path::new("/var/tmp"), true);
     let bin = app.path().join("hearth");
     let err = refusal(
         "mkdir -m 0755 /run/hearth && chown 33:33 /run/hearth",
