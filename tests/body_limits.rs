@@ -28,17 +28,6 @@ const FLOOD_GROWTH_KIB: u64 = 16 << 10;
 /// (docs/configuration.md).
 const TRICKLE_GROWTH_KIB: u64 = 96 << 10;
 
-/// A field of /proc/PID/status, in KiB (VmRSS, VmHWM).
-fn vm_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|l| l.trim_start_matches(':').split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in {status}"))
-}
-
 /// Flags that keep the workers from reading files outside the repository,
 /// upload_tmp_dir included: they cannot open spooled bodies, and Hearth
 /// sends every body in frames.
@@ -189,13 +178,13 @@ fn a_flood_of_one_byte_chunks_costs_memory_by_the_byte() {
         }
         let server = start(&flags);
         let pid = server.pid();
-        let idle = vm_kib(pid, "VmRSS");
+        let idle = support::vm_kib(pid, "VmRSS");
 
         let r = one_byte_chunks(server.addr, CHUNKS);
         assert_eq!(r.status, 200, "HTTP/1.1, files {files}: {}", r.text());
         assert_eq!(r.json()["length"], CHUNKS, "HTTP/1.1, files {files}");
         assert_eq!(r.json()["md5"], want_md5, "HTTP/1.1, files {files}");
-        let after_http1 = vm_kib(pid, "VmHWM");
+        let after_http1 = support::vm_kib(pid, "VmHWM");
 
         // On HTTP/2 the h2 library has a defence of its own: it ends a
         // connection that has more than about a hundred tiny DATA frames
@@ -228,7 +217,7 @@ fn a_flood_of_one_byte_chunks_costs_memory_by_the_byte() {
             None => server.wait_for_log("GOAWAY ENHANCE_YOUR_CALM", Duration::from_secs(10)),
         }
 
-        let peak = vm_kib(pid, "VmHWM");
+        let peak = support::vm_kib(pid, "VmHWM");
         eprintln!(
             "files {files}: front RSS {idle} KiB idle, peak {after_http1} KiB after \
              HTTP/1.1, {peak} KiB after HTTP/2 ({CHUNKS} one-byte chunks each; HTTP/2 {})",
@@ -368,7 +357,7 @@ fn trickled_uploads_are_held_on_disk_not_in_memory() {
     flags.extend(no_body_files());
     let server = start(&flags);
     let pid = server.pid();
-    let idle = vm_kib(pid, "VmRSS");
+    let idle = support::vm_kib(pid, "VmRSS");
     // The HTTP/1.1 clients, the HTTP/2 client and this thread.
     let paused = Arc::new(Barrier::new(CLIENTS + 2));
     let resume = Arc::new(Barrier::new(CLIENTS + 2));
@@ -411,7 +400,7 @@ fn trickled_uploads_are_held_on_disk_not_in_memory() {
         })
     };
     paused.wait();
-    let stalled = vm_kib(pid, "VmRSS");
+    let stalled = support::vm_kib(pid, "VmRSS");
     resume.wait();
     for client in clients {
         let (kind, r, body) = client.join().expect("client");
@@ -435,7 +424,7 @@ fn trickled_uploads_are_held_on_disk_not_in_memory() {
         assert_eq!(got["length"], TRICKLE_LEN, "HTTP/2");
         assert_eq!(got["md5"], md5, "HTTP/2");
     }
-    let peak = vm_kib(pid, "VmHWM");
+    let peak = support::vm_kib(pid, "VmHWM");
     eprintln!(
         "front RSS: {idle} KiB idle, {stalled} KiB with {CLIENTS} clients and {STREAMS} \
          HTTP/2 streams paused, peak {peak} KiB"

@@ -41,17 +41,6 @@ const BIG_ECHO: &str = "/big-echo?n=25165824";
 /// 8M: they are never refused, only slow).
 const TRICKLE_LENGTH: usize = 8_000_000;
 
-/// A field of /proc/PID/status, in KiB.
-fn vm_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|l| l.trim_start_matches(':').split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in {status}"))
-}
-
 /// Requests the workers have finished, and requests they are running.
 fn served_and_busy(socket: &std::path::Path) -> (u64, u64) {
     let status = support::status_json(socket);
@@ -264,7 +253,7 @@ fn hostile_clients_of_every_kind_leave_memory_bounded_and_a_normal_client_served
         })
         .collect();
     let baseline_median = median(baseline.clone());
-    let idle_peak = vm_kib(pid, "VmHWM");
+    let idle_peak = support::vm_kib(pid, "VmHWM");
     let (served_before, _) = served_and_busy(&socket);
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -359,8 +348,8 @@ fn hostile_clients_of_every_kind_leave_memory_bounded_and_a_normal_client_served
     // The normal client, under the load, for as long as it lasts.
     let load_started = Instant::now();
     let under_load = normal_client(addr, usize::MAX, Some(load_started + LOAD));
-    let peak = vm_kib(pid, "VmHWM");
-    let rss = vm_kib(pid, "VmRSS");
+    let peak = support::vm_kib(pid, "VmHWM");
+    let rss = support::vm_kib(pid, "VmRSS");
 
     // Tear down: the clients stop, threads are joined, connections closed.
     stop.store(true, Ordering::Relaxed);

@@ -100,17 +100,6 @@ fn upload(
     (conn.read_response(false), format!("{:x}", md5.compute()))
 }
 
-/// A field of /proc/PID/status, in KiB (VmRSS, VmHWM).
-fn vm_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|l| l.trim_start_matches(':').split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in {status}"))
-}
-
 fn files_in(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .expect("read dir")
@@ -134,7 +123,7 @@ fn fifty_concurrent_uploads_keep_hearth_small_and_arrive_whole() {
     let tmp = support::tempdir();
     let flag = tmp_dir_flag(tmp.path());
     let server = Server::start(&fixture("bodies.php"), &["-d", &flag]);
-    let idle = vm_kib(server.pid(), "VmRSS");
+    let idle = support::vm_kib(server.pid(), "VmRSS");
     let halfway = Arc::new(Barrier::new(UPLOADS));
     let addr = server.addr;
     let clients: Vec<_> = (0..UPLOADS)
@@ -153,7 +142,7 @@ fn fifty_concurrent_uploads_keep_hearth_small_and_arrive_whole() {
         assert_eq!(got["md5"], md5, "upload {i}");
         assert_eq!(got["content_length"], LEN.to_string(), "upload {i}");
     }
-    let peak = vm_kib(server.pid(), "VmHWM");
+    let peak = support::vm_kib(server.pid(), "VmHWM");
     eprintln!("hearth RSS: {idle} KiB idle, peak {peak} KiB over {UPLOADS} uploads of {LEN} bytes");
     assert!(
         peak < 64 << 10,

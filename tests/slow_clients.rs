@@ -68,16 +68,7 @@ async fn h2_get(
 
 /// Hearth's resident memory now and at its peak, in KiB.
 fn memory(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .expect("memory field")
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    (support::vm_kib(pid, "VmRSS"), support::vm_kib(pid, "VmHWM"))
 }
 
 /// Requests the workers have finished, and requests they are running.

@@ -700,3 +700,14 @@ pub fn output_within(cmd: &mut Command, timeout: Duration) -> std::process::Outp
         stderr: stderr.join().unwrap_or_default(),
     }
 }
+
+/// A field of /proc/PID/status, in KiB (VmRSS, VmHWM).
+pub fn vm_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|l| l.trim_start_matches(':').split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {status}"))
+}
