@@ -19,7 +19,7 @@ HAVE_RUSTFMT = $(call have,$(CARGO) fmt --version)
 HAVE_CLIPPY = $(call have,$(CARGO) clippy --version)
 IS_ROOT = $(filter 0,$(shell id -u))
 
-.PHONY: run test build test-rust test-php test-packaging test-phpt lint bench clean \
+.PHONY: run test build ext test-rust test-php test-packaging test-phpt lint bench clean \
 	deps-run deps-test deps-bench
 
 deps-run deps-test deps-bench: deps-%:
@@ -28,11 +28,17 @@ deps-run deps-test deps-bench: deps-%:
 ## Serve the built-in demo on http://127.0.0.1:8080 (Ctrl-C to stop). Run
 ## as root, Hearth needs a user for PHP: the demo's workers run as www-data.
 RUN_AS = $(if $(IS_ROOT),--user www-data,)
-run: deps-run
+run: deps-run ext
 	$(CARGO) run --release -p hearth -- serve --listen 127.0.0.1:8080 $(RUN_AS)
 
-build:
+build: ext
 	$(CARGO) build --workspace --all-targets
+
+## The Hearth PHP extension (ext/hearth: PHP's own request startup in the
+## workers) for the installed PHP, as target/php-ext/hearth-phpX.Y.so, where
+## hearth serve finds it; skipped with a note when php-dev is missing.
+ext:
+	sh ext/build.sh $(TARGET_DIR)/php-ext
 
 ## Every test: Rust unit, property and integration tests (real php-cgi
 ## workers, and nginx + php-fpm for the differential test), the PHP
@@ -56,7 +62,7 @@ test: lint test-rust test-php test-packaging
 ## features over hearth alone and builds hyper, h2 and the workspace crates
 ## a second time (a minute and a half on a cold target). test-php, below,
 ## builds with the same selection for the same reason.
-test-rust: deps-test
+test-rust: deps-test ext
 	$(CARGO) test --workspace
 	@if [ "$$(id -u)" = 0 ]; then \
 		$(CARGO) test --workspace --test security --test worker_isolation -- --ignored; \
@@ -66,7 +72,7 @@ test-rust: deps-test
 
 ## The hearth binary PHPUnit runs is the one cargo test builds (same
 ## features): after test-rust this builds nothing.
-test-php: deps-test
+test-php: deps-test ext
 	$(CARGO) test --workspace --no-run --quiet
 	cd php && HEARTH_BIN=$(HEARTH_DEBUG) $(PHPUNIT) --verbose --log-junit $(PHPUNIT_LOG)
 
@@ -81,7 +87,7 @@ test-packaging:
 ## tests/phpt/known-failures.txt. Not in `make test`: it takes minutes and
 ## downloads the distribution's PHP source package once (see
 ## tests/phpt/run.py).
-test-phpt: deps-test
+test-phpt: deps-test ext
 	$(CARGO) build -p hearth
 	python3 tests/phpt/run.py --check
 
@@ -95,7 +101,7 @@ lint: deps-test
 
 ## Hearth against nginx + php-fpm, same machine, same run; then `hearth run`
 ## against the TaskRunner.php seed's process pools (see bench/README.md).
-bench: deps-bench
+bench: deps-bench ext
 	$(CARGO) build --release -p hearth
 	python3 bench/http.py
 	python3 bench/recycle.py

@@ -178,7 +178,13 @@ fn a_60_mb_raw_body_reaches_php_whole_and_php_stays_small() {
 }
 
 /// What /api answers for `body`, computed here.
-fn expected_api(body: &[u8], post: serde_json::Value) -> serde_json::Value {
+/// What tests/fixtures/bodies.php's /api reports for `body`. With the
+/// Hearth extension `php://input` is PHP's own stream, as under php-fpm:
+/// no end of file after a read up to the end (only a read past it sets
+/// it) and no fstat(). The PHP library's wrapper, without the extension,
+/// reports both. PHP keeps a body past 16 KiB in a temporary file, where a
+/// seek past the end succeeds.
+fn expected_api(body: &[u8], post: serde_json::Value, native: bool) -> serde_json::Value {
     let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
     let md5 = |b: &[u8]| format!("{:x}", md5::compute(b));
     serde_json::json!({
@@ -187,12 +193,12 @@ fn expected_api(body: &[u8], post: serde_json::Value) -> serde_json::Value {
         "a_tell": 10,
         "seek_end": 0,
         "a_tail": hex(&body[body.len() - 4..]),
-        "a_eof": true,
-        "seek_past_end": -1,
+        "a_eof": !native,
+        "seek_past_end": if native && body.len() > 16 * 1024 { 0 } else { -1 },
         "rewind": true,
         "a_all": md5(body),
         "b_rest": {"length": body.len() - 5, "md5": md5(&body[5..])},
-        "size": body.len(),
+        "size": if native { serde_json::Value::Null } else { body.len().into() },
         "file_get_contents": md5(body),
         "again": md5(body),
         "offset": hex(&body[3..7]),
@@ -207,6 +213,7 @@ fn expected_api(body: &[u8], post: serde_json::Value) -> serde_json::Value {
 #[test]
 fn php_input_reads_the_same_from_memory_and_from_a_spooled_file() {
     let server = Server::start(&fixture("bodies.php"), &[]);
+    let native = server.log().contains(", Hearth extension");
     for len in [100, 300_000] {
         let body = Bytes::all(len as u64, len);
         let r = Req::new("POST", "/api")
@@ -216,7 +223,7 @@ fn php_input_reads_the_same_from_memory_and_from_a_spooled_file() {
         assert_eq!(r.status, 200, "{len}: {}", r.text());
         assert_eq!(
             r.json(),
-            expected_api(&body, serde_json::json!([])),
+            expected_api(&body, serde_json::json!([]), native),
             "{len} bytes"
         );
     }
@@ -225,7 +232,7 @@ fn php_input_reads_the_same_from_memory_and_from_a_spooled_file() {
     let body = Bytes::all(9, 300_000);
     assert_eq!(
         r.json(),
-        expected_api(&body, serde_json::json!([])),
+        expected_api(&body, serde_json::json!([]), native),
         "chunked"
     );
     // A form larger than the buffer fills $_POST from the file.
@@ -237,6 +244,7 @@ fn php_input_reads_the_same_from_memory_and_from_a_spooled_file() {
     let mut want = expected_api(
         form.as_bytes(),
         serde_json::json!({"a": md5("1"), "big": md5(&value), "c": md5("Array")}),
+        native,
     );
     want["filter"] = serde_json::json!(md5(&form.to_ascii_uppercase()));
     assert_eq!(r.json(), want);

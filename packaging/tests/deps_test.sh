@@ -430,16 +430,18 @@ has "$m/out" "unknown target 'lint'"
 
 machine real-list-for-run
 installed php8.2-cgi "php-cgi"
+installed php8.2-dev "php-dev"
 deps --list run
 status_is 0
 has "$m/out" "php-cgi"
+has "$m/out" "php-dev"
 lacks "$m/out" "phpunit"
 deps run
 status_is 0
 
 machine real-list-for-test
 deps --list test
-for name in php-cgi php-cli php-fpm nginx phpunit php-codesniffer php-slim php-nyholm-psr7 \
+for name in php-cgi php-dev php-cli php-fpm nginx phpunit php-codesniffer php-slim php-nyholm-psr7 \
     php-symfony-framework-bundle curl procps; do
     has "$m/out" "$name"
 done

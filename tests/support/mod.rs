@@ -87,6 +87,14 @@ impl Server {
             args.push("2".into());
         }
         args.extend(extra.iter().map(|s| s.to_string()));
+        // HEARTH_TEST_PHP_EXTENSION=off runs the suites on the PHP
+        // library's request startup (make test-fallback).
+        if let Ok(choice) = std::env::var("HEARTH_TEST_PHP_EXTENSION") {
+            if !extra.contains(&"--php-extension") {
+                args.push("--php-extension".into());
+                args.push(choice);
+            }
+        }
         Server::spawn_args(&args)
     }
 

@@ -57,6 +57,9 @@ pub(crate) struct UploadSettings {
     /// The workers can read request bodies spooled to files in `tmp_dir`
     /// (their library knows `BODY_FILE` frames, and open_basedir lets them).
     pub body_files: bool,
+    /// The workers parse forms themselves, with PHP's own request startup
+    /// (the Hearth extension): they get multipart bodies raw.
+    pub native: bool,
 }
 
 impl UploadSettings {
@@ -84,6 +87,7 @@ impl UploadSettings {
             tmp_dir: get("upload_tmp_dir").map_or_else(std::env::temp_dir, PathBuf::from),
             owner: None,
             body_files: get("body_files").is_some_and(|v| v == "1"),
+            native: get("native").is_some_and(|v| v == "1"),
         }
     }
 }
@@ -533,6 +537,7 @@ mod tests {
             tmp_dir: dir.to_path_buf(),
             owner: None,
             body_files: true,
+            native: false,
         }
     }
 

@@ -150,7 +150,11 @@ impl Encoder {
             &parts.method,
             parts.headers.get(http::header::CONTENT_TYPE),
         ) {
-            Some(boundary) if settings.parse_post && !exceeds_post_max(parts, &settings) => {
+            Some(boundary)
+                if settings.parse_post
+                    && !settings.native
+                    && !exceeds_post_max(parts, &settings) =>
+            {
                 let parses = &self.form_parses;
                 form::multipart(
                     incoming,

@@ -25,6 +25,9 @@ pub struct PoolConfig {
     pub scale_down_after: Duration,
     /// Extra `-d name=value` settings for every worker.
     pub ini: Vec<(String, String)>,
+    /// The Hearth PHP extension, which gives workers PHP's own request
+    /// startup (see `ext/hearth`).
+    pub extension: Extension,
     /// Start workers from an empty environment instead of Hearth's own
     /// (php-fpm's `clear_env = yes`): they get `env`, Hearth's own
     /// `HEARTH_` variables and, when they run as another user, that user's
@@ -193,6 +196,20 @@ fn member_of(group_file: &str, user: &str, primary: u32) -> Vec<u32> {
     groups
 }
 
+/// Whether workers load the Hearth PHP extension.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Extension {
+    /// When php.ini loads it, or when one built for the PHP's version lies
+    /// where Hearth looks ([`crate::php::extension_candidates`]); without
+    /// it, the PHP library's own request startup.
+    Auto,
+    /// Never: the PHP library's request startup, even when php.ini loads
+    /// the extension.
+    Off,
+    /// This file, which must load.
+    Path(PathBuf),
+}
+
 impl PoolConfig {
     /// A configuration with defaults for everything but what must be given.
     pub fn new(php: impl Into<PathBuf>, script: impl Into<PathBuf>, workers: usize) -> PoolConfig {
@@ -203,6 +220,7 @@ impl PoolConfig {
             min_workers: workers,
             scale_down_after: Duration::from_secs(10),
             ini: Vec::new(),
+            extension: Extension::Auto,
             clear_env: false,
             env: Vec::new(),
             boot_timeout: Duration::from_secs(60),

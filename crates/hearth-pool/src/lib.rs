@@ -66,7 +66,7 @@ mod supervisor;
 mod sweep;
 mod worker;
 
-pub use config::{Account, PoolConfig, WorkerUser};
+pub use config::{Account, Extension, PoolConfig, WorkerUser};
 pub use error::Error;
 pub use lease::Lease;
 pub use observe::{RestartReason, WorkerInfo, WorkerState};

@@ -4,7 +4,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use crate::{Error, Paths, PoolConfig, WorkerUser};
+use crate::{Error, Extension, Paths, PoolConfig, WorkerUser};
 
 /// What Hearth needs to know about a PHP binary before it starts workers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,63 +16,174 @@ pub struct PhpInfo {
     /// The `disable_functions` of the binary's php.ini, kept when Hearth
     /// adds its own entries.
     pub disable_functions: String,
+    /// The Hearth extension the workers load, when they do: the file
+    /// Hearth loads with `-d extension=`, or `None` with `native` when
+    /// php.ini loads it.
+    pub extension: Option<PathBuf>,
+    /// Workers run PHP's own request startup (the Hearth extension).
+    pub native: bool,
+}
+
+/// What one run of the probe script said.
+struct Probed {
+    version: String,
+    sapi: String,
+    disable_functions: String,
+    /// The version of the Hearth extension, when it is loaded.
+    extension: Option<String>,
+    /// What PHP said at startup (an extension it could not load).
+    stderr: String,
 }
 
 impl PhpInfo {
-    /// Runs the binary once on a probe script.
-    pub async fn probe(binary: &Path) -> Result<PhpInfo, Error> {
-        let mut script = tempfile::Builder::new()
-            .prefix("hearth-probe-")
-            .suffix(".php")
-            .tempfile()?;
-        script.write_all(
-            b"<?php echo 'version=', PHP_VERSION, \"\\n\", 'sapi=', PHP_SAPI, \"\\n\", \
-              'disable_functions=', ini_get('disable_functions'), \"\\n\";",
-        )?;
-        script.flush()?;
-        let mut cmd = tokio::process::Command::new(binary);
-        cmd.arg("-q").arg(script.path()).stdin(Stdio::null());
-        for var in CGI_VARIABLES {
-            cmd.env_remove(var);
-        }
-        let output = cmd.output().await.map_err(|e| {
-            Error::boot(format!(
-                "cannot run PHP binary {}: {e}{}",
-                binary.display(),
-                if e.kind() == std::io::ErrorKind::NotFound {
-                    " (is PHP installed? e.g. `apt-get install php8.2-cgi php8.2-cli`; or pass --php)"
-                } else {
-                    ""
-                }
-            ))
-        })?;
-        let text = String::from_utf8_lossy(&output.stdout);
-        let field = |name: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
-                .map(str::to_owned)
+    /// Runs the binary on a probe script: once as it is, and once more with
+    /// the Hearth extension when `config.extension` (or, for
+    /// [`Extension::Auto`], a file where Hearth looks) names one that
+    /// php.ini does not load already.
+    pub async fn probe(config: &PoolConfig) -> Result<PhpInfo, Error> {
+        let binary = &config.php;
+        let plain = probe_once(binary, None).await?;
+        let mut info = PhpInfo {
+            binary: binary.to_owned(),
+            version: plain.version.clone(),
+            sapi: plain.sapi.clone(),
+            disable_functions: plain.disable_functions.clone(),
+            extension: None,
+            native: false,
         };
-        match (field("version"), field("sapi")) {
-            (Some(version), Some(sapi)) if output.status.success() => Ok(PhpInfo {
-                binary: binary.to_owned(),
-                version,
-                sapi,
-                disable_functions: field("disable_functions").unwrap_or_default(),
-            }),
-            _ => Err(Error::boot(format!(
-                "{} is not a working PHP binary ({}): {}{}",
-                binary.display(),
-                output.status,
-                text.trim(),
-                String::from_utf8_lossy(&output.stderr).trim()
-            ))),
+        let candidate = match &config.extension {
+            Extension::Off => return Ok(info),
+            Extension::Path(path) => Some(path.clone()),
+            Extension::Auto => extension_candidates(&info.version)
+                .into_iter()
+                .find(|p| p.is_file()),
+        };
+        if plain.extension.is_some() {
+            // php.ini loads it: loading it twice would only warn.
+            info.native = true;
+            return Ok(info);
         }
+        let Some(path) = candidate else {
+            return Ok(info);
+        };
+        let with = probe_once(binary, Some(&path)).await;
+        match with {
+            Ok(p) if p.extension.is_some() => {
+                info.extension = Some(path);
+                info.native = true;
+                info.disable_functions = p.disable_functions;
+            }
+            failed => {
+                let why = match failed {
+                    Ok(p) if p.stderr.is_empty() => "PHP did not load it".to_owned(),
+                    Ok(p) => format!("PHP said: {}", p.stderr),
+                    Err(e) => e.to_string(),
+                };
+                if matches!(config.extension, Extension::Path(_)) {
+                    return Err(Error::boot(format!(
+                        "the Hearth extension {} does not load into {} (PHP {}): {why}; build it for \
+                         this PHP (`make ext`, package php-dev) or leave --php-extension out",
+                        path.display(),
+                        binary.display(),
+                        info.version
+                    )));
+                }
+                tracing::warn!(
+                    "the Hearth extension {} does not load into {} (PHP {}): {why}; workers use \
+                     the PHP library's own request startup",
+                    path.display(),
+                    binary.display(),
+                    info.version
+                );
+            }
+        }
+        Ok(info)
     }
 
     /// Whether `header()` and friends work under this binary's SAPI.
     pub fn supports_headers(&self) -> bool {
         self.sapi != "cli"
     }
+}
+
+/// Runs the binary once on the probe script, with `extension` loaded.
+async fn probe_once(binary: &Path, extension: Option<&Path>) -> Result<Probed, Error> {
+    let mut script = tempfile::Builder::new()
+        .prefix("hearth-probe-")
+        .suffix(".php")
+        .tempfile()?;
+    script.write_all(
+        b"<?php echo 'version=', PHP_VERSION, \"\\n\", 'sapi=', PHP_SAPI, \"\\n\", \
+          'disable_functions=', ini_get('disable_functions'), \"\\n\", \
+          'hearth=', phpversion('hearth'), \"\\n\";",
+    )?;
+    script.flush()?;
+    let mut cmd = tokio::process::Command::new(binary);
+    if let Some(path) = extension {
+        cmd.arg("-d").arg(format!("extension={}", path.display()));
+    }
+    // Startup errors (an extension that does not load) on stderr, where
+    // they are read, not in the output.
+    cmd.arg("-d").arg("display_startup_errors=0");
+    cmd.arg("-q").arg(script.path()).stdin(Stdio::null());
+    for var in CGI_VARIABLES {
+        cmd.env_remove(var);
+    }
+    let output = cmd.output().await.map_err(|e| {
+        Error::boot(format!(
+            "cannot run PHP binary {}: {e}{}",
+            binary.display(),
+            if e.kind() == std::io::ErrorKind::NotFound {
+                " (is PHP installed? e.g. `apt-get install php8.2-cgi php8.2-cli`; or pass --php)"
+            } else {
+                ""
+            }
+        ))
+    })?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix('=')))
+            .map(str::to_owned)
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    match (field("version"), field("sapi")) {
+        (Some(version), Some(sapi)) if output.status.success() => Ok(Probed {
+            version,
+            sapi,
+            disable_functions: field("disable_functions").unwrap_or_default(),
+            extension: field("hearth").filter(|v| !v.is_empty()),
+            stderr: stderr.trim().to_owned(),
+        }),
+        _ => Err(Error::boot(format!(
+            "{} is not a working PHP binary ({}): {}{}",
+            binary.display(),
+            output.status,
+            text.trim(),
+            stderr.trim()
+        ))),
+    }
+}
+
+/// Where [`Extension::Auto`] looks for the Hearth extension built for PHP
+/// `version` (`hearth-php8.2.so` for 8.2.x): beside the hearth binary, in
+/// `../php-ext` from it (where `make` builds it, next to `target/debug`
+/// and `target/release`), and in `../lib/hearth` from it (an install under
+/// a prefix: `/usr/local/bin/hearth`, `/usr/local/lib/hearth`).
+pub fn extension_candidates(version: &str) -> Vec<PathBuf> {
+    let minor: Vec<&str> = version.split('.').take(2).collect();
+    let name = format!("hearth-php{}.so", minor.join("."));
+    let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf))
+    else {
+        return Vec::new();
+    };
+    vec![
+        dir.join(&name),
+        dir.join("../php-ext").join(&name),
+        dir.join("../lib/hearth").join(&name),
+    ]
 }
 
 /// The environment variables a CGI parent might leave behind that would
@@ -252,8 +363,23 @@ pub(crate) fn worker_command(
         ("implicit_flush".to_owned(), "0".to_owned()),
         ("output_handler".to_owned(), String::new()),
         ("zlib.output_compression".to_owned(), "0".to_owned()),
-        ("disable_functions".to_owned(), disable_functions(&disabled)),
+        (
+            "disable_functions".to_owned(),
+            if info.native {
+                // PHP's own uploads: its move_uploaded_file() knows them.
+                disabled.trim_matches(',').to_owned()
+            } else {
+                disable_functions(&disabled)
+            },
+        ),
     ];
+    if let Some(path) = &info.extension {
+        ini.insert(0, ("extension".to_owned(), path.display().to_string()));
+    }
+    if !info.native && config.extension == Extension::Off {
+        // php.ini may load it; the library leaves it unused.
+        ini.push(("hearth.native".to_owned(), "0".to_owned()));
+    }
     ini.extend(
         config
             .ini

@@ -52,7 +52,7 @@ impl Pool {
     /// Probes the PHP binary and starts the supervisors. Workers boot in the
     /// background; requests wait for them (see [`Pool::wait_ready`]).
     pub async fn start(config: PoolConfig) -> Result<Pool, Error> {
-        let php = PhpInfo::probe(&config.php).await?;
+        let php = PhpInfo::probe(&config).await?;
         let paths = Arc::new(Paths::resolve(&config)?);
         let workers = config.workers.max(1);
         let shared = Arc::new(Shared::new(config, php, paths));

@@ -131,7 +131,7 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
     let pool = Pool::start(setup.pool.clone()).await?;
     let php = pool.php();
     tracing::info!(
-        "hearth {} starting {} on {}://{addr} with {} ({} {}, {})",
+        "hearth {} starting {} on {}://{addr} with {} ({} {}, {}, {})",
         env!("CARGO_PKG_VERSION"),
         if setup.demo {
             "the built-in demo".to_owned()
@@ -160,6 +160,11 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         php.binary.display(),
         php.version,
         php.sapi,
+        match (&php.extension, php.native) {
+            (Some(path), _) => format!("Hearth extension {}", path.display()),
+            (None, true) => "Hearth extension from php.ini".to_owned(),
+            (None, false) => "no Hearth extension: the PHP library's request startup".to_owned(),
+        },
     );
     if !php.supports_headers() {
         tracing::warn!(

@@ -61,6 +61,11 @@ final class Runtime
     private int $partsLimit;
     private string $method = '';
     private string $uri = '';
+    /**
+     * The Hearth extension is loaded: PHP's own request startup builds the
+     * request's globals (hearth_request_begin()), not this class.
+     */
+    private bool $native = false;
 
     private function __construct(private readonly Channel $channel)
     {
@@ -112,6 +117,7 @@ final class Runtime
         $this->partsLimit = $parts === false || (int) $parts < 0
             ? (int) ini_get('max_input_vars') + (int) ini_get('max_file_uploads')
             : (int) $parts;
+        $this->native = function_exists('hearth_request_begin') && get_cfg_var('hearth.native') !== '0';
         $this->head = new ResponseHead((bool) ini_get('expose_php'));
         $this->head->reset();
         $tmpDir = ini_get('upload_tmp_dir') ?: sys_get_temp_dir();
@@ -126,6 +132,7 @@ final class Runtime
             'enable_post_data_reading' => $this->parsePost,
             'upload_tmp_dir' => $tmpDir,
             'body_files' => InputStream::canRead($tmpDir),
+            'native' => $this->native,
         ]));
     }
 
@@ -154,24 +161,20 @@ final class Runtime
         $this->requestId = $request->id;
         $this->method = (string) ($server['REQUEST_METHOD'] ?? '');
         $this->uri = (string) ($server['REQUEST_URI'] ?? '');
+        $params = $server;
         if (isset($server['HTTP_AUTHORIZATION'])) {
             $server += self::authVariables($server['HTTP_AUTHORIZATION']);
         }
-        $_SERVER = $this->env === [] ? $server : $server + $this->env;
-
-        $_GET = [];
-        if (($server['QUERY_STRING'] ?? '') !== '') {
-            parse_str($server['QUERY_STRING'], $_GET);
+        if ($this->native && $request->form === null) {
+            \hearth_request_begin(
+                $params,
+                $this->env === [] ? $server : $server + $this->env,
+                $request->body,
+                $request->bodyFile,
+            );
+        } else {
+            $this->globals($request, $server);
         }
-        $_COOKIE = isset($server['HTTP_COOKIE']) ? Globals::cookies($server['HTTP_COOKIE']) : [];
-        $_POST = [];
-        $_FILES = [];
-        if ($request->form !== null || $request->body !== '' || $request->bodyFile !== null) {
-            $this->body($request, $server);
-        }
-        $_REQUEST = $_POST === [] && $this->requestOrder === 'GP'
-            ? $_GET
-            : Globals::request($this->requestOrder, $_GET, $_POST, $_COOKIE);
 
         $this->presetSessionName = null;
         $this->presetSessionId = null;
@@ -196,6 +199,30 @@ final class Runtime
         $this->responseDone = false;
         $this->explicitHead = null;
         $this->inRequest = true;
+    }
+
+    /**
+     * The request's globals made by this library, where the Hearth
+     * extension is not loaded (see docs/compatibility.md for what differs).
+     *
+     * @param array<string, mixed> $server
+     */
+    private function globals(Request $request, array $server): void
+    {
+        $_SERVER = $this->env === [] ? $server : $server + $this->env;
+        $_GET = [];
+        if (($server['QUERY_STRING'] ?? '') !== '') {
+            parse_str($server['QUERY_STRING'], $_GET);
+        }
+        $_COOKIE = isset($server['HTTP_COOKIE']) ? Globals::cookies($server['HTTP_COOKIE']) : [];
+        $_POST = [];
+        $_FILES = [];
+        if ($request->form !== null || $request->body !== '' || $request->bodyFile !== null) {
+            $this->body($request, $server);
+        }
+        $_REQUEST = $_POST === [] && $this->requestOrder === 'GP'
+            ? $_GET
+            : Globals::request($this->requestOrder, $_GET, $_POST, $_COOKIE);
     }
 
     /** @param array<string, mixed> $server */
@@ -480,6 +507,9 @@ final class Runtime
             $this->shrinkOutputBuffer();
         }
         $this->head->reset();
+        if ($this->native) {
+            \hearth_request_end();
+        }
         if (InputStream::isInstalled()) {
             InputStream::uninstall();
         }

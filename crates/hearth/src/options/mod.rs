@@ -49,6 +49,10 @@ pub trait Section: clap::Args + DeserializeOwned + Serialize + Default + Clone {
     /// The paths that, given in the file, are relative to its directory.
     fn file_paths(&mut self) -> Vec<(&'static str, &mut Option<PathBuf>)>;
 
+    /// Makes the other relative paths given in the file (those not in
+    /// [`Section::file_paths`]) relative to its directory, `dir`.
+    fn paths_from_file(&mut self, _dir: &Path) {}
+
     /// Puts the file's entries of the lists given on the command line
     /// back, before the flags' (`self` has the flags' only).
     fn add_up(&mut self, file: Self, given: &Origins<'_>);
@@ -193,6 +197,7 @@ impl<T: Section> CommandLine<T> {
                         *relative = dir.join(&*relative);
                     }
                 }
+                options.paths_from_file(dir);
                 options
             }
             None => T::default(),

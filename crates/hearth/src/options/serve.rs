@@ -9,7 +9,9 @@ use hearth_http::{ServeConfig, TlsConfig};
 use hearth_pool::{PoolConfig, WorkerUser};
 use serde::{Deserialize, Serialize};
 
-use super::values::{self, AccessLogChoice, Address, EnvVar, Proxy, Seconds, Size};
+use super::values::{
+    self, AccessLogChoice, Address, EnvVar, ExtensionChoice, Proxy, Seconds, Size,
+};
 use super::{Fault, Origins, Section};
 
 /// Everything `hearth serve` can be told. A field's doc comment is its
@@ -55,6 +57,12 @@ pub struct ServeOptions {
     /// PHP binary for workers; php-cgi gives header(), cookies and sessions
     #[arg(long, value_name = "PATH")]
     pub php: PathBuf,
+    /// The Hearth PHP extension (PHP's own request startup in the workers): auto
+    /// loads it when php.ini does or when one built for the PHP lies beside hearth;
+    /// off keeps the PHP library's; or the extension's path (in the file, relative
+    /// to it)
+    #[arg(long, value_name = "auto/off/PATH")]
+    pub php_extension: ExtensionChoice,
     /// TOML file with these options under [serve]
     #[arg(long, short, value_name = "FILE")]
     #[serde(skip)]
@@ -209,6 +217,7 @@ impl Default for ServeOptions {
             min_workers: None,
             scale_down_after: Seconds::from_secs(10),
             php: PathBuf::from("php-cgi"),
+            php_extension: ExtensionChoice::Auto,
             config: None,
             // Debian's post_max_size.
             max_body_size: Size(8 << 20),
@@ -272,6 +281,14 @@ impl Section for ServeOptions {
             ("control_socket", &mut self.control_socket),
             ("access_log_file", &mut self.access_log_file),
         ]
+    }
+
+    fn paths_from_file(&mut self, dir: &Path) {
+        if let ExtensionChoice::Path(path) = &mut self.php_extension {
+            if path.is_relative() {
+                *path = dir.join(&*path);
+            }
+        }
     }
 
     fn add_up(&mut self, file: ServeOptions, given: &Origins<'_>) {
@@ -387,6 +404,7 @@ impl ServeOptions {
         pool.idle_ttl = self.idle_ttl.and_then(Seconds::nonzero);
         pool.user = user;
         pool.ini.clone_from(&self.ini);
+        pool.extension = self.php_extension.for_pool();
         pool.batch_scheduling = self.batch_scheduling;
         pool.pipelining = self.pipelining;
         pool.clear_env = self.clear_env;

@@ -165,6 +165,52 @@ impl fmt::Display for Address {
     }
 }
 
+/// Whether workers load the Hearth PHP extension: `auto`, `off` or the
+/// path of the extension's file.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ExtensionChoice {
+    #[default]
+    Auto,
+    Off,
+    Path(std::path::PathBuf),
+}
+
+impl std::str::FromStr for ExtensionChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ExtensionChoice, String> {
+        match s.trim() {
+            "" => Err("an empty value is not auto, off or the path of the extension".to_owned()),
+            "auto" => Ok(ExtensionChoice::Auto),
+            "off" => Ok(ExtensionChoice::Off),
+            path => Ok(ExtensionChoice::Path(path.into())),
+        }
+    }
+}
+
+impl fmt::Display for ExtensionChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExtensionChoice::Auto => f.write_str("auto"),
+            ExtensionChoice::Off => f.write_str("off"),
+            ExtensionChoice::Path(p) => p.display().fmt(f),
+        }
+    }
+}
+
+impl ExtensionChoice {
+    /// The pool's setting.
+    pub fn for_pool(&self) -> hearth_pool::Extension {
+        match self {
+            ExtensionChoice::Auto => hearth_pool::Extension::Auto,
+            ExtensionChoice::Off => hearth_pool::Extension::Off,
+            ExtensionChoice::Path(p) => {
+                hearth_pool::Extension::Path(std::path::absolute(p).unwrap_or_else(|_| p.clone()))
+            }
+        }
+    }
+}
+
 /// A proxy whose forwarding headers are believed: an IP address or a
 /// network ("10.0.0.0/8").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,7 +241,7 @@ macro_rules! serialize_as_text {
         }
     )*};
 }
-serialize_as_text!(Seconds, Address, Proxy);
+serialize_as_text!(Seconds, Address, Proxy, ExtensionChoice);
 
 /// A size with a unit is written as text ("8M"); one without, as a number
 /// of bytes.
@@ -221,7 +267,7 @@ macro_rules! deserialize_from_text {
         }
     )*};
 }
-deserialize_from_text!(Address, Proxy);
+deserialize_from_text!(Address, Proxy, ExtensionChoice);
 
 /// `--access-log` and `access_log`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]

@@ -1,0 +1,570 @@
+/*
+ * The Hearth extension: PHP's own request startup for each request a
+ * worker serves.
+ *
+ * A Hearth worker is one long PHP request that serves many HTTP requests.
+ * Without this extension the PHP library builds $_GET, $_POST, $_COOKIE,
+ * $_FILES and $_SERVER in PHP code, which can only approximate PHP. With
+ * it, hearth_request_begin() describes the request to PHP's SAPI layer
+ * (SG(request_info), the body behind sapi_module.read_post, getenv(), the
+ * server variables, getallheaders()) and runs the parts of
+ * php_request_startup() that turn a request into variables: the post
+ * reader and handlers (urlencoded, and multipart through rfc1867 with its
+ * limits and warnings), the treat_data of GET, POST and COOKIE through the
+ * input filter (so filter_input() sees them), $_SERVER through the input
+ * filter, and $_REQUEST. The warnings of that parsing are raised as PHP
+ * raises them at request startup: no user error handler sees them (an
+ * app's handler that throws cannot kill the worker), they read "PHP
+ * Request Startup: ... in Unknown on line 0", they are shown only with
+ * display_startup_errors, logged, and kept for error_get_last().
+ *
+ * Written in C against PHP's SAPI API, as FrankenPHP does for its worker
+ * mode: no maintained binding (ext-php-rs wraps the userland API) exposes
+ * SG(request_info) or the SAPI hooks.
+ *
+ * Ownership: every string this file puts into SG(request_info) is its own
+ * (emalloc'd) and is taken out again by hearth_request_end(), which puts
+ * back what the worker's own startup had set, so PHP's request shutdown
+ * frees only what it allocated itself.
+ */
+
+#ifdef HAVE_CONFIG_H
+# include "config.h"
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "php.h"
+#include "SAPI.h"
+#include "php_variables.h"
+#include "php_content_types.h"
+#include "rfc1867.h"
+#include "ext/standard/info.h"
+#include "php_hearth.h"
+
+#ifdef ZTS
+# error "the Hearth extension is for PHP built without thread safety (NTS), as distributions ship php-cgi"
+#endif
+
+/* The request being served, as hearth_request_begin() described it. */
+typedef struct {
+	bool active;
+	/* The request's CGI parameters: what php-fpm's getenv() and
+	 * getallheaders() see. */
+	zval params;
+	/* $_SERVER as the library composed it (parameters, authentication
+	 * variables, the worker's environment). */
+	zval server;
+	/* The body, in memory (offset: how much PHP has read), or in the file
+	 * Hearth spooled it to. */
+	zend_string *body;
+	size_t offset;
+	int fd;
+	/* SG(request_info) as the worker's startup left it. */
+	const char *saved_method;
+	char *saved_query;
+	char *saved_cookie;
+	const char *saved_content_type;
+	zend_long saved_content_length;
+	char *saved_uri;
+	int saved_argc;
+	char **saved_argv;
+	bool saved_headers_only;
+	/* Ours, put in SG(request_info) for the request. */
+	char *method;
+	char *query;
+	char *cookie;
+	char *content_type;
+	char *uri;
+} hearth_request;
+
+static hearth_request req = { .fd = -1 };
+
+/* The SAPI's own hooks, called when no request of ours is active. */
+static bool hooked = false;
+static size_t (*orig_read_post)(char *buffer, size_t count);
+static char *(*orig_getenv)(const char *name, size_t name_len);
+static void (*orig_register_server_variables)(zval *track_vars_array);
+static void (*orig_import_environment)(zval *array_ptr);
+static zif_handler orig_request_headers;
+
+/* {{{ SAPI hooks */
+
+static size_t hearth_read_post(char *buffer, size_t count)
+{
+	if (!req.active) {
+		return orig_read_post ? orig_read_post(buffer, count) : 0;
+	}
+	if (req.fd >= 0) {
+		/* PHP takes a short read for the end of the body: fill the buffer. */
+		size_t total = 0;
+		while (total < count) {
+			ssize_t n = read(req.fd, buffer + total, count - total);
+			if (n < 0 && errno == EINTR) {
+				continue;
+			}
+			if (n <= 0) {
+				break;
+			}
+			total += (size_t) n;
+		}
+		return total;
+	}
+	if (!req.body || req.offset >= ZSTR_LEN(req.body)) {
+		return 0;
+	}
+	size_t n = MIN(count, ZSTR_LEN(req.body) - req.offset);
+	memcpy(buffer, ZSTR_VAL(req.body) + req.offset, n);
+	req.offset += n;
+	return n;
+}
+
+/* getenv('NAME'): the request's parameters first, then the environment,
+ * as under php-fpm. */
+static char *hearth_getenv(const char *name, size_t name_len)
+{
+	if (req.active) {
+		zval *value = zend_hash_str_find(Z_ARRVAL(req.params), name, name_len);
+		if (value && Z_TYPE_P(value) == IS_STRING) {
+			/* sapi_getenv() copies it. */
+			return Z_STRVAL_P(value);
+		}
+	}
+	return orig_getenv ? orig_getenv(name, name_len) : NULL;
+}
+
+/* getenv() with no name and $_ENV: the environment, then the request's
+ * parameters over it, as php-fpm imports them. */
+static void hearth_import_environment(zval *array_ptr)
+{
+	orig_import_environment(array_ptr);
+	if (!req.active) {
+		return;
+	}
+	zend_string *key;
+	zval *value;
+	ZEND_HASH_FOREACH_STR_KEY_VAL(Z_ARRVAL(req.params), key, value) {
+		if (key && Z_TYPE_P(value) == IS_STRING) {
+			Z_TRY_ADDREF_P(value);
+			zend_symtable_update(Z_ARRVAL_P(array_ptr), key, value);
+		}
+	} ZEND_HASH_FOREACH_END();
+}
+
+/* $_SERVER: each variable through the input filter, as a SAPI registers
+ * them, so filter_input(INPUT_SERVER, ...) sees them. */
+static void hearth_register_server_variables(zval *track_vars_array)
+{
+	if (!req.active) {
+		if (orig_register_server_variables) {
+			orig_register_server_variables(track_vars_array);
+		}
+		return;
+	}
+	zend_string *key;
+	zval *value;
+	ZEND_HASH_FOREACH_STR_KEY_VAL(Z_ARRVAL(req.server), key, value) {
+		if (!key) {
+			continue;
+		}
+		if (Z_TYPE_P(value) != IS_STRING) {
+			Z_TRY_ADDREF_P(value);
+			zend_symtable_update(Z_ARRVAL_P(track_vars_array), key, value);
+			continue;
+		}
+		size_t len = Z_STRLEN_P(value);
+		/* The filter may replace it: it must be emalloc'd. */
+		char *val = estrndup(Z_STRVAL_P(value), len);
+		if (sapi_module.input_filter(PARSE_SERVER, ZSTR_VAL(key), &val, len, &len)) {
+			php_register_variable_safe(ZSTR_VAL(key), val, len, track_vars_array);
+		}
+		efree(val);
+	} ZEND_HASH_FOREACH_END();
+}
+
+/* getallheaders() and apache_request_headers(), as php-fpm builds them. */
+static ZEND_FUNCTION(hearth_request_headers)
+{
+	if (!req.active) {
+		orig_request_headers(INTERNAL_FUNCTION_PARAM_PASSTHRU);
+		return;
+	}
+	ZEND_PARSE_PARAMETERS_NONE();
+	array_init(return_value);
+	zend_string *key;
+	zval *value;
+	ZEND_HASH_FOREACH_STR_KEY_VAL(Z_ARRVAL(req.params), key, value) {
+		if (key && Z_TYPE_P(value) == IS_STRING) {
+			sapi_add_request_header(ZSTR_VAL(key), (unsigned int) ZSTR_LEN(key),
+				Z_STRVAL_P(value), (unsigned int) Z_STRLEN_P(value), return_value);
+		}
+	} ZEND_HASH_FOREACH_END();
+}
+
+static void replace_handler(const char *name, size_t len)
+{
+	zend_function *f = zend_hash_str_find_ptr(CG(function_table), name, len);
+	if (f && f->type == ZEND_INTERNAL_FUNCTION && f->internal_function.handler != ZEND_FN(hearth_request_headers)) {
+		orig_request_headers = f->internal_function.handler;
+		f->internal_function.handler = ZEND_FN(hearth_request_headers);
+	}
+}
+
+/* Installed at the first request, so a PHP that merely loads the extension
+ * (php-fpm, the CLI) runs unchanged. */
+static void hook(void)
+{
+	if (hooked) {
+		return;
+	}
+	hooked = true;
+	orig_read_post = sapi_module.read_post;
+	sapi_module.read_post = hearth_read_post;
+	orig_getenv = sapi_module.getenv;
+	sapi_module.getenv = hearth_getenv;
+	orig_register_server_variables = sapi_module.register_server_variables;
+	sapi_module.register_server_variables = hearth_register_server_variables;
+	orig_import_environment = php_import_environment_variables;
+	php_import_environment_variables = hearth_import_environment;
+	replace_handler(ZEND_STRL("apache_request_headers"));
+	replace_handler(ZEND_STRL("getallheaders"));
+}
+
+/* }}} */
+
+/* {{{ Request startup */
+
+/* sapi_read_post_data() of main/SAPI.c, which is static there: picks the
+ * post reader for the content type and runs it. */
+static void read_post_data(void)
+{
+	size_t length = strlen(SG(request_info).content_type);
+	char *content_type = estrndup(SG(request_info).content_type, length);
+	char *p;
+	char oldchar = 0;
+	void (*post_reader_func)(void) = NULL;
+	sapi_post_entry *post_entry;
+
+	for (p = content_type; p < content_type + length; p++) {
+		switch (*p) {
+			case ';':
+			case ',':
+			case ' ':
+				length = p - content_type;
+				oldchar = *p;
+				*p = 0;
+				break;
+			default:
+				*p = tolower((unsigned char) *p);
+				break;
+		}
+	}
+	if ((post_entry = zend_hash_str_find_ptr(&SG(known_post_content_types), content_type, length)) != NULL) {
+		SG(request_info).post_entry = post_entry;
+		post_reader_func = post_entry->post_reader;
+	} else {
+		SG(request_info).post_entry = NULL;
+		if (!sapi_module.default_post_reader) {
+			SG(request_info).content_type_dup = NULL;
+			sapi_module.sapi_error(E_WARNING, "Unsupported content type:  '%s'", content_type);
+			efree(content_type);
+			return;
+		}
+	}
+	if (oldchar) {
+		*(p - 1) = oldchar;
+	}
+	SG(request_info).content_type_dup = content_type;
+	if (post_reader_func) {
+		post_reader_func();
+	}
+	if (sapi_module.default_post_reader) {
+		sapi_module.default_post_reader();
+	}
+}
+
+static zend_module_entry *module_named(const char *name, size_t len)
+{
+	return zend_hash_str_find_ptr(&module_registry, name, len);
+}
+
+/* The input filter keeps its own copies of GET, POST, COOKIE, SERVER and
+ * ENV for filter_input(); they go at the end of a request. */
+static void filter_request_shutdown(void)
+{
+	zend_module_entry *filter = module_named(ZEND_STRL("filter"));
+	if (filter && filter->request_shutdown_func) {
+		filter->request_shutdown_func(filter->type, filter->module_number);
+	}
+}
+
+static void arm(const char *name, size_t len)
+{
+	zend_auto_global *g = zend_hash_str_find_ptr(CG(auto_globals), name, len);
+	if (g && g->auto_global_callback) {
+		g->armed = g->auto_global_callback(g->name);
+	}
+}
+
+/* What php_hash_environment() does at request startup, for a script that
+ * is already running: each request global built again, in PHP's order. */
+static void build_globals(void)
+{
+	zval *files = &PG(http_globals)[TRACK_VARS_FILES];
+	zval_ptr_dtor_nogc(files);
+	ZVAL_UNDEF(files);
+	arm(ZEND_STRL("_GET"));
+	arm(ZEND_STRL("_POST"));
+	arm(ZEND_STRL("_COOKIE"));
+	arm(ZEND_STRL("_SERVER"));
+	arm(ZEND_STRL("_REQUEST"));
+	arm(ZEND_STRL("_FILES"));
+}
+
+static char *param_dup(const char *name, size_t len)
+{
+	zval *value = zend_hash_str_find(Z_ARRVAL(req.params), name, len);
+	if (!value || Z_TYPE_P(value) != IS_STRING) {
+		return NULL;
+	}
+	return estrndup(Z_STRVAL_P(value), Z_STRLEN_P(value));
+}
+
+static void describe_request(void)
+{
+	req.saved_method = SG(request_info).request_method;
+	req.saved_query = SG(request_info).query_string;
+	req.saved_cookie = SG(request_info).cookie_data;
+	req.saved_content_type = SG(request_info).content_type;
+	req.saved_content_length = SG(request_info).content_length;
+	req.saved_uri = SG(request_info).request_uri;
+	req.saved_argc = SG(request_info).argc;
+	req.saved_argv = SG(request_info).argv;
+	req.saved_headers_only = SG(request_info).headers_only;
+
+	req.method = param_dup(ZEND_STRL("REQUEST_METHOD"));
+	req.query = param_dup(ZEND_STRL("QUERY_STRING"));
+	req.cookie = param_dup(ZEND_STRL("HTTP_COOKIE"));
+	req.content_type = param_dup(ZEND_STRL("CONTENT_TYPE"));
+	req.uri = param_dup(ZEND_STRL("REQUEST_URI"));
+	SG(request_info).request_method = req.method;
+	SG(request_info).query_string = req.query;
+	SG(request_info).cookie_data = req.cookie;
+	SG(request_info).content_type = req.content_type;
+	SG(request_info).request_uri = req.uri;
+	zval *length = zend_hash_str_find(Z_ARRVAL(req.params), ZEND_STRL("CONTENT_LENGTH"));
+	SG(request_info).content_length = length && Z_TYPE_P(length) == IS_STRING
+		? ZEND_STRTOL(Z_STRVAL_P(length), NULL, 10) : 0;
+	/* As under php-fpm: no command line, so register_argc_argv makes
+	 * $_SERVER['argv'] of the query string. */
+	SG(request_info).argc = 0;
+	SG(request_info).argv = NULL;
+	SG(request_info).headers_only = req.method && strcmp(req.method, "HEAD") == 0;
+
+	/* What sapi_activate() resets for the input. */
+	SG(read_post_bytes) = 0;
+	SG(post_read) = 0;
+	SG(request_info).request_body = NULL;
+	SG(request_info).post_entry = NULL;
+	SG(request_info).content_type_dup = NULL;
+	SG(rfc1867_uploaded_files) = NULL;
+	zval *time = zend_hash_str_find(Z_ARRVAL(req.server), ZEND_STRL("REQUEST_TIME_FLOAT"));
+	SG(global_request_time) = time ? zval_get_double(time) : 0;
+}
+
+/* Errors raised while the request's input is parsed are raised as at
+ * request startup: outside any function and any user error handler. */
+typedef struct {
+	zend_execute_data *execute_data;
+	zval user_error_handler;
+	bool during_request_startup;
+} startup_scope;
+
+static void startup_enter(startup_scope *s)
+{
+	s->execute_data = EG(current_execute_data);
+	ZVAL_COPY_VALUE(&s->user_error_handler, &EG(user_error_handler));
+	ZVAL_UNDEF(&EG(user_error_handler));
+	s->during_request_startup = PG(during_request_startup);
+	PG(during_request_startup) = 1;
+	EG(current_execute_data) = NULL;
+}
+
+static void startup_leave(startup_scope *s)
+{
+	EG(current_execute_data) = s->execute_data;
+	PG(during_request_startup) = s->during_request_startup;
+	if (Z_TYPE(EG(user_error_handler)) != IS_UNDEF) {
+		zval_ptr_dtor(&EG(user_error_handler));
+	}
+	ZVAL_COPY_VALUE(&EG(user_error_handler), &s->user_error_handler);
+}
+
+static void request_end(void)
+{
+	if (!req.active) {
+		return;
+	}
+	if (SG(rfc1867_uploaded_files)) {
+		/* Uploads the app did not move are deleted, as at request end. */
+		destroy_uploaded_files_hash();
+		SG(rfc1867_uploaded_files) = NULL;
+	}
+	if (SG(request_info).request_body) {
+		php_stream_close(SG(request_info).request_body);
+		SG(request_info).request_body = NULL;
+	}
+	if (SG(request_info).content_type_dup) {
+		efree(SG(request_info).content_type_dup);
+		SG(request_info).content_type_dup = NULL;
+	}
+	SG(request_info).post_entry = NULL;
+	filter_request_shutdown();
+
+	SG(request_info).request_method = req.saved_method;
+	SG(request_info).query_string = req.saved_query;
+	SG(request_info).cookie_data = req.saved_cookie;
+	SG(request_info).content_type = req.saved_content_type;
+	SG(request_info).content_length = req.saved_content_length;
+	SG(request_info).request_uri = req.saved_uri;
+	SG(request_info).argc = req.saved_argc;
+	SG(request_info).argv = req.saved_argv;
+	SG(request_info).headers_only = req.saved_headers_only;
+	SG(read_post_bytes) = 0;
+	SG(post_read) = 1;
+	char **ours[] = { &req.method, &req.query, &req.cookie, &req.content_type, &req.uri };
+	for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
+		if (*ours[i]) {
+			efree(*ours[i]);
+			*ours[i] = NULL;
+		}
+	}
+	zval_ptr_dtor(&req.params);
+	ZVAL_UNDEF(&req.params);
+	zval_ptr_dtor(&req.server);
+	ZVAL_UNDEF(&req.server);
+	if (req.body) {
+		zend_string_release(req.body);
+		req.body = NULL;
+	}
+	if (req.fd >= 0) {
+		close(req.fd);
+		req.fd = -1;
+	}
+	req.active = false;
+}
+
+/* }}} */
+
+/* {{{ proto void hearth_request_begin(array $params, array $server, string $body, ?string $bodyFile)
+   Makes the request's globals with PHP's own request startup. $params are
+   the request's CGI parameters, $server is $_SERVER as the library composed
+   it, the body is $body, or the file $bodyFile when Hearth spooled it. */
+PHP_FUNCTION(hearth_request_begin)
+{
+	zval *params, *server;
+	zend_string *body;
+	zend_string *body_file = NULL;
+
+	ZEND_PARSE_PARAMETERS_START(4, 4)
+		Z_PARAM_ARRAY(params)
+		Z_PARAM_ARRAY(server)
+		Z_PARAM_STR(body)
+		Z_PARAM_PATH_STR_OR_NULL(body_file)
+	ZEND_PARSE_PARAMETERS_END();
+
+	request_end();
+	int fd = -1;
+	if (body_file) {
+		fd = open(ZSTR_VAL(body_file), O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			zend_throw_error(NULL, "cannot open the request body %s: %s", ZSTR_VAL(body_file), strerror(errno));
+			RETURN_THROWS();
+		}
+	}
+	hook();
+	ZVAL_COPY(&req.params, params);
+	ZVAL_COPY(&req.server, server);
+	req.body = zend_string_copy(body);
+	req.offset = 0;
+	req.fd = fd;
+	req.active = true;
+	describe_request();
+	filter_request_shutdown();
+
+	startup_scope scope;
+	startup_enter(&scope);
+	if (PG(enable_post_data_reading)
+		&& SG(request_info).content_type
+		&& SG(request_info).request_method
+		&& strcmp(SG(request_info).request_method, "POST") == 0) {
+		read_post_data();
+	}
+	if (sapi_module.input_filter_init) {
+		sapi_module.input_filter_init();
+	}
+	build_globals();
+	startup_leave(&scope);
+}
+/* }}} */
+
+/* {{{ proto void hearth_request_end()
+   Ends the request hearth_request_begin() started: deletes the uploads the
+   app did not move, closes the body, puts back the worker's own request. */
+PHP_FUNCTION(hearth_request_end)
+{
+	ZEND_PARSE_PARAMETERS_NONE();
+	request_end();
+}
+/* }}} */
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_hearth_request_begin, 0, 4, IS_VOID, 0)
+	ZEND_ARG_TYPE_INFO(0, params, IS_ARRAY, 0)
+	ZEND_ARG_TYPE_INFO(0, server, IS_ARRAY, 0)
+	ZEND_ARG_TYPE_INFO(0, body, IS_STRING, 0)
+	ZEND_ARG_TYPE_INFO(0, bodyFile, IS_STRING, 1)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_hearth_request_end, 0, 0, IS_VOID, 0)
+ZEND_END_ARG_INFO()
+
+static const zend_function_entry hearth_functions[] = {
+	PHP_FE(hearth_request_begin, arginfo_hearth_request_begin)
+	PHP_FE(hearth_request_end, arginfo_hearth_request_end)
+	PHP_FE_END
+};
+
+/* The worker exits in the middle of a request (exit, a fatal error): give
+ * PHP back its own request before it shuts down. */
+static PHP_RSHUTDOWN_FUNCTION(hearth)
+{
+	request_end();
+	return SUCCESS;
+}
+
+static PHP_MINFO_FUNCTION(hearth)
+{
+	php_info_print_table_start();
+	php_info_print_table_header(2, "Hearth worker support", "enabled");
+	php_info_print_table_row(2, "Version", PHP_HEARTH_VERSION);
+	php_info_print_table_end();
+}
+
+zend_module_entry hearth_module_entry = {
+	STANDARD_MODULE_HEADER,
+	"hearth",
+	hearth_functions,
+	NULL,
+	NULL,
+	PHP_RSHUTDOWN(hearth),
+	NULL,
+	PHP_MINFO(hearth),
+	PHP_HEARTH_VERSION,
+	STANDARD_MODULE_PROPERTIES
+};
+
+#ifdef COMPILE_DL_HEARTH
+ZEND_GET_MODULE(hearth)
+#endif
