@@ -234,6 +234,25 @@ fn multipart_and_cookies_parse_as_php_does() {
     both.same("multipart without a boundary", &no_boundary, 200);
 }
 
+/// A request that arrives while the first worker still boots is read with
+/// the workers' settings all the same: its multipart body goes to PHP's
+/// parser (which takes LF line ends), not to Hearth's.
+#[test]
+fn a_request_before_the_first_worker_is_ready_is_read_for_it() {
+    let server = Server::spawn(
+        &fixture("startup").join("index.php"),
+        &["--workers", "1", "--env", "STARTUP_BOOT_DELAY=1"],
+    );
+    let lf =
+        "--XX\nContent-Disposition: form-data; name=\"f\"; filename=\"a.txt\"\n\nhello\n--XX--\n";
+    let r = Req::new("POST", "/vars")
+        .header("Content-Type", "multipart/form-data; boundary=XX")
+        .body(lf)
+        .send(server.addr);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.text().contains("uploaded 5"), "{}", r.text());
+}
+
 /// The extension holds across many requests in one worker: nothing of one
 /// request (variables, uploads, filter copies) reaches the next.
 #[test]

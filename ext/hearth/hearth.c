@@ -300,12 +300,104 @@ static void filter_request_shutdown(void)
 	}
 }
 
+/* zlib keeps, for the request, the encoding the client accepts (read from
+ * $_SERVER once, by ob_gzhandler) and the state of a legacy
+ * ob_gzhandler() call: both start again with each request. */
+static void zlib_next_request(void)
+{
+	zend_module_entry *zlib = module_named(ZEND_STRL("zlib"));
+	if (!zlib) {
+		return;
+	}
+	if (zlib->request_shutdown_func) {
+		zlib->request_shutdown_func(zlib->type, zlib->module_number);
+	}
+	if (zlib->request_startup_func) {
+		zlib->request_startup_func(zlib->type, zlib->module_number);
+	}
+}
+
 static void arm(const char *name, size_t len)
 {
 	zend_auto_global *g = zend_hash_str_find_ptr(CG(auto_globals), name, len);
 	if (g && g->auto_global_callback) {
 		g->armed = g->auto_global_callback(g->name);
 	}
+}
+
+static zend_auto_global *server_global;
+static zend_auto_global_callback orig_server_callback;
+
+/* Whether $_SERVER can be the library's array as it is: registering each
+ * variable through the input filter would change nothing, because no
+ * default filter is set and no name is one PHP mangles (" ", "." or "["
+ * in it), and PHP would add nothing to it. Registering 40 to 60 variables
+ * one by one costs more than the rest of the request startup together. */
+static bool server_as_given(void)
+{
+	/* PHP's own callback empties $_SERVER without "S" in variables_order,
+	 * and adds argv and argc with register_argc_argv. */
+	const char *order = PG(variables_order);
+	if (!order || !strpbrk(order, "Ss") || PG(register_argc_argv)) {
+		return false;
+	}
+	const char *filter = zend_ini_string_ex("filter.default", sizeof("filter.default") - 1, 0, NULL);
+	if (filter && *filter && strcmp(filter, "unsafe_raw") != 0) {
+		return false;
+	}
+	zend_string *key;
+	ZEND_HASH_FOREACH_STR_KEY(Z_ARRVAL(req.server), key) {
+		if (!key || strpbrk(ZSTR_VAL(key), " .[") != NULL) {
+			return false;
+		}
+	} ZEND_HASH_FOREACH_END();
+	return true;
+}
+
+/* The _SERVER auto global's callback while $_SERVER is the library's
+ * array: what the input filter keeps of it (filter_input(INPUT_SERVER))
+ * is made when first asked for; $_SERVER itself is left as the app has it. */
+static bool server_filter_copy(zend_string *name)
+{
+	(void) name;
+	if (!req.active) {
+		return false;
+	}
+	server_global->armed = 0;
+	zend_string *key;
+	zval *value;
+	ZEND_HASH_FOREACH_STR_KEY_VAL(Z_ARRVAL(req.server), key, value) {
+		if (key && Z_TYPE_P(value) == IS_STRING) {
+			size_t len = Z_STRLEN_P(value);
+			char *val = estrndup(Z_STRVAL_P(value), len);
+			sapi_module.input_filter(PARSE_SERVER, ZSTR_VAL(key), &val, len, &len);
+			efree(val);
+		}
+	} ZEND_HASH_FOREACH_END();
+	return false;
+}
+
+static void build_server(void)
+{
+	if (!server_global) {
+		server_global = zend_hash_str_find_ptr(CG(auto_globals), ZEND_STRL("_SERVER"));
+		if (!server_global) {
+			return;
+		}
+		orig_server_callback = server_global->auto_global_callback;
+	}
+	if (!server_as_given()) {
+		server_global->auto_global_callback = orig_server_callback;
+		server_global->armed = orig_server_callback(server_global->name);
+		return;
+	}
+	zval *server = &PG(http_globals)[TRACK_VARS_SERVER];
+	zval_ptr_dtor_nogc(server);
+	ZVAL_COPY(server, &req.server);
+	zend_hash_update(&EG(symbol_table), server_global->name, server);
+	Z_ADDREF_P(server);
+	server_global->auto_global_callback = server_filter_copy;
+	server_global->armed = 1;
 }
 
 /* What php_hash_environment() does at request startup, for a script that
@@ -318,7 +410,7 @@ static void build_globals(void)
 	arm(ZEND_STRL("_GET"));
 	arm(ZEND_STRL("_POST"));
 	arm(ZEND_STRL("_COOKIE"));
-	arm(ZEND_STRL("_SERVER"));
+	build_server();
 	arm(ZEND_STRL("_REQUEST"));
 	arm(ZEND_STRL("_FILES"));
 }
@@ -422,6 +514,10 @@ static void request_end(void)
 	}
 	SG(request_info).post_entry = NULL;
 	filter_request_shutdown();
+	if (server_global) {
+		server_global->auto_global_callback = orig_server_callback;
+		server_global->armed = 0;
+	}
 
 	SG(request_info).request_method = req.saved_method;
 	SG(request_info).query_string = req.saved_query;
@@ -493,6 +589,9 @@ PHP_FUNCTION(hearth_request_begin)
 	req.active = true;
 	describe_request();
 	filter_request_shutdown();
+	/* At the start of a request, not the end of the last: by now the
+	 * library has put back the ini settings that request changed. */
+	zlib_next_request();
 
 	startup_scope scope;
 	startup_enter(&scope);

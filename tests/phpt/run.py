@@ -462,7 +462,9 @@ WORKER = """<?php
 declare(strict_types=1);
 require %r;
 Hearth\\Worker::serve(static function (): void {
-    $file = __DIR__ . parse_url($_SERVER['REQUEST_URI'], PHP_URL_PATH);
+    // getenv() too: a test's variables_order may leave $_SERVER empty.
+    $uri = $_SERVER['REQUEST_URI'] ?? getenv('REQUEST_URI');
+    $file = __DIR__ . parse_url((string) $uri, PHP_URL_PATH);
     if (!str_ends_with($file, '.hearth-phpt.php') || !is_file($file)) {
         http_response_code(404);
         return;

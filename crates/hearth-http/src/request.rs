@@ -136,7 +136,14 @@ impl Encoder {
         incoming: body::Paced<Incoming>,
         pool: &Pool,
     ) -> Result<body::Body, Response<ResponseBody>> {
-        let mut settings = UploadSettings::from_ready(pool.settings().as_deref());
+        // How a body is read depends on the workers' PHP settings: a
+        // request that arrives before any worker has said them waits for
+        // the first, as it would wait for a worker anyway.
+        let ready = match pool.settings() {
+            Some(ready) => Some(ready),
+            None => pool.settings_within(pool.config().queue_timeout).await,
+        };
+        let mut settings = UploadSettings::from_ready(ready.as_deref());
         settings.owner = pool.config().user.as_ref().map(|u| (u.uid, u.gid));
         // Files no worker opens: Hearth's own, in its own directory.
         let own_dir = body::Spool::own_dir();

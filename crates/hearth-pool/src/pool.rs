@@ -92,6 +92,28 @@ impl Pool {
         lock(&self.shared.ready).clone()
     }
 
+    /// The settings of [`Pool::settings`], waiting for the first worker's
+    /// handshake when none has come yet (a request that arrives while the
+    /// pool boots), until `timeout` or until the pool stops.
+    pub async fn settings_within(&self, timeout: Duration) -> Option<Arc<Ready>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let changed = self.shared.ready_notify.notified();
+            let stop = self.shared.stop.notified();
+            if let Some(ready) = self.settings() {
+                return Some(ready);
+            }
+            if self.shared.stopping.load(Ordering::Acquire) {
+                return None;
+            }
+            tokio::select! {
+                () = changed => {}
+                () = stop => {}
+                () = tokio::time::sleep_until(deadline) => return self.settings(),
+            }
+        }
+    }
+
     /// Waits until every slot has booted a worker or failed to, or until
     /// `timeout`. Returns whether every slot has a live worker.
     pub async fn wait_ready(&self, timeout: Duration) -> bool {

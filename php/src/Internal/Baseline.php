@@ -31,7 +31,7 @@ final class Baseline
         'default_socket_timeout', 'auto_detect_line_endings', 'arg_separator.output',
         'url_rewriter.tags', 'ignore_user_abort', 'zend.assertions', 'assert.active', 'assert.exception',
         'mbstring.language', 'mbstring.internal_encoding', 'mbstring.substitute_character',
-        'pcre.backtrack_limit', 'pcre.recursion_limit',
+        'pcre.backtrack_limit', 'pcre.recursion_limit', 'zlib.output_compression',
     ];
 
     /**
