@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
 """HTTP benchmark: Hearth against the reference nginx + php-fpm stack.
 
-For each app, starts `hearth serve WORKER --workers N` and nginx + php-fpm
-(bench/reference/nginx-fpm.sh, pm = static, pm.max_children = N) on free
-127.0.0.1 ports, checks that both answer the measured URL with status 200
-and the same body, then drives them with wrk in interleaved rounds
-(hearth, php-fpm, hearth, php-fpm, ...) and reports medians.
+For each app, starts three contenders on free 127.0.0.1 ports:
+`hearth serve WORKER --workers N` (its workers load the Hearth PHP
+extension), the same with `--php-extension off` (the PHP library's pure-PHP
+request startup, what a user without the extension gets), and nginx +
+php-fpm (bench/reference/nginx-fpm.sh, pm = static, pm.max_children = N).
+Checks that all answer the measured URL with status 200 and the same body,
+then drives them with wrk in interleaved rounds (hearth, hearth (no ext),
+php-fpm, hearth, ...) and reports medians of req/s, latency, and the CPU
+time per request of the front (Hearth itself, or nginx) and of the PHP
+workers (php-cgi, or php-fpm), read from /proc around every round.
 
     python3 bench/http.py                      # the full comparison
     python3 bench/http.py --rounds 2 --duration 4 --apps slim
+    python3 bench/http.py --no-fallback        # Hearth with the extension vs php-fpm only
 
 Writes bench/results/http-<date>.md and bench/results/http-latest.md.
 Exits 0 when every request succeeded and the bodies matched, 1 when a
@@ -52,8 +58,13 @@ REPORT_LUA = BENCH / "wrk" / "report.lua"
 RESULTS = BENCH / "results"
 
 HEARTH = "hearth"
+HEARTH_NO_EXT = "hearth (no ext)"
 FPM = "php-fpm"
-SERVER_LABELS = {HEARTH: "Hearth", FPM: "nginx + php-fpm"}
+CONTENDERS = (HEARTH, HEARTH_NO_EXT, FPM)
+"""In the order of every round of interleaving."""
+SERVER_LABELS = {HEARTH: "Hearth", HEARTH_NO_EXT: "Hearth (no ext)", FPM: "nginx + php-fpm"}
+NO_EXT_ARGS = ("--php-extension", "off")
+"""What makes `hearth serve` run its workers without the Hearth extension."""
 
 # Variables that would change what the Hearth process measures: RUST_LOG and
 # HEARTH_LOG override --log-level, the other HEARTH_* ones are tuning and
@@ -128,10 +139,24 @@ class Round:
     errors_write: int
     errors_timeout: int
     errors_status: int
+    front_cpu_s: float = 0.0
+    """CPU time (user + system) the front spent during the round: Hearth's
+    own process, or nginx's."""
+    workers_cpu_s: float = 0.0
+    """CPU time the PHP workers spent during the round: Hearth's php-cgi
+    workers, or php-fpm's pool."""
 
     @property
     def rps(self) -> float:
         return self.requests / self.duration_s if self.duration_s > 0 else 0.0
+
+    @property
+    def front_us_per_req(self) -> float:
+        return self.front_cpu_s * 1e6 / self.requests if self.requests else 0.0
+
+    @property
+    def workers_us_per_req(self) -> float:
+        return self.workers_cpu_s * 1e6 / self.requests if self.requests else 0.0
 
     @property
     def socket_errors(self) -> int:
@@ -147,6 +172,9 @@ class AppResult:
     app: App
     warmups: list[Round] = field(default_factory=list)
     rounds: list[Round] = field(default_factory=list)
+    extensions: dict[str, str | None] = field(default_factory=dict)
+    """Per Hearth contender, the Hearth extension its workers have mapped
+    (None: none), as /proc/PID/maps shows it."""
 
     def measured(self, server: str) -> list[Round]:
         return [r for r in self.rounds if r.server == server]
@@ -207,6 +235,112 @@ def tail(path: Path, lines: int = 20) -> str:
         return ""
 
 
+# -------------------------------------------------------------- CPU time
+#
+# What a request costs in CPU, beside how fast it is answered: on a machine
+# that serves other work too, the CPU a server does not use is the capacity
+# it leaves. Read from /proc/PID/stat before and after every round, per
+# process, and split in two: the front (what parses HTTP: Hearth itself, or
+# nginx) and the PHP workers (what runs the app: php-cgi under Hearth, or
+# php-fpm's pool).
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """One process's line of /proc/PID/stat, the parts the benchmark uses."""
+
+    pid: int
+    ppid: int
+    start: int
+    """Field 22, in clock ticks since boot: tells a reused pid apart."""
+    ticks: int
+    """utime + stime (fields 14 and 15): every thread of the process, not
+    its reaped children."""
+
+
+def read_stat(pid: int) -> ProcStat | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            line = f.read()
+    except OSError:
+        return None  # exited meanwhile
+    # The command name (field 2) is in parentheses and may hold spaces or
+    # parentheses itself: the numbered fields start after the last ")".
+    rest = line[line.rfind(")") + 2:].split()
+    # rest[0] is field 3, so field N is rest[N - 3].
+    return ProcStat(pid=pid, ppid=int(rest[1]), start=int(rest[19]),
+                    ticks=int(rest[11]) + int(rest[12]))
+
+
+def proc_table() -> dict[int, ProcStat]:
+    """Every process on the machine (/proc lists processes, not threads)."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            stat = read_stat(int(name))
+            if stat is not None:
+                table[stat.pid] = stat
+    return table
+
+
+def descendants(table: dict[int, ProcStat], root: int) -> list[ProcStat]:
+    """The processes below root, found by walking parent pids; not root."""
+    children: dict[int, list[ProcStat]] = {}
+    for stat in table.values():
+        children.setdefault(stat.ppid, []).append(stat)
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child.pid)
+    return found
+
+
+CpuSample = dict[str, dict[tuple[int, int], int]]
+"""Per group ("front", "workers"), the ticks of each process by (pid, start)."""
+
+
+def cpu_sample(server: HearthServer | FpmServer) -> CpuSample:
+    table = proc_table()
+    front, workers = server.cpu_groups(table)
+    return {
+        "front": {(p.pid, p.start): p.ticks for p in front},
+        "workers": {(p.pid, p.start): p.ticks for p in workers},
+    }
+
+
+def cpu_seconds(before: CpuSample, after: CpuSample, group: str) -> float:
+    """CPU a group used between two samples. A process alive at both counts
+    its difference; one started in between counts all its time, all of it
+    spent during the round. A worker replaced during the round (recycled,
+    or crashed) loses what it spent between the first sample and its exit,
+    so the round undercounts: that does not happen here, where neither
+    server recycles workers (no --max-requests, pm.max_requests = 0)."""
+    was = before[group]
+    return sum(ticks - was.get(key, 0) for key, ticks in after[group].items()) / CLOCK_TICKS
+
+
+def hearth_extension(pids: list[int]) -> str | None:
+    """The Hearth extension a PHP worker has mapped, from /proc/PID/maps:
+    proof of which runtime a Hearth contender measures."""
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/maps") as f:
+                for line in f:
+                    parts = line.split(None, 5)
+                    path = parts[5].strip() if len(parts) == 6 else ""
+                    name = os.path.basename(path)
+                    if name.startswith("hearth") and name.endswith(".so"):
+                        resolved = Path(path)
+                        return str(resolved.relative_to(ROOT)) if resolved.is_relative_to(ROOT) else path
+        except OSError:
+            continue
+    return None
+
+
 class HearthServer:
     """`hearth serve` in its own process group, so Ctrl-C on the benchmark
     does not reach it and its php-cgi workers are found for cleanup."""
@@ -243,6 +377,13 @@ class HearthServer:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def cpu_groups(self, table: dict[int, ProcStat]) -> tuple[list[ProcStat], list[ProcStat]]:
+        """The front (Hearth's process, all its threads) and the PHP workers
+        (the processes it started: php-cgi)."""
+        if self.proc is None or self.proc.pid not in table:
+            return [], []
+        return [table[self.proc.pid]], descendants(table, self.proc.pid)
 
     def stop(self) -> None:
         """SIGTERM to Hearth, which stops its workers politely; SIGKILL to
@@ -291,13 +432,32 @@ class FpmServer:
                              f"{tail(self.state / 'nginx-error.log')}{tail(self.state / 'php-fpm.log')}")
         wait_until_serving(self.port, self.app.path, 30.0)
 
+    def pid(self, name: str) -> int | None:
+        """The master pid nginx-fpm.sh's nginx or php-fpm wrote in the state directory."""
+        try:
+            return int((self.state / f"{name}.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
     def alive(self) -> bool:
         for name in ("nginx", "php-fpm"):
+            pid = self.pid(name)
             try:
-                os.kill(int((self.state / f"{name}.pid").read_text().strip()), 0)
-            except (OSError, ValueError):
+                if pid is None:
+                    return False
+                os.kill(pid, 0)
+            except OSError:
                 return False
         return True
+
+    def cpu_groups(self, table: dict[int, ProcStat]) -> tuple[list[ProcStat], list[ProcStat]]:
+        """The front (nginx's master and workers) and the PHP workers
+        (php-fpm's pool, with its master, which stays idle)."""
+        groups = []
+        for name in ("nginx", "php-fpm"):
+            pid = self.pid(name)
+            groups.append([table[pid], *descendants(table, pid)] if pid in table else [])
+        return groups[0], groups[1]
 
     def stop(self) -> None:
         if not self.started:
@@ -383,39 +543,77 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
     print(f"\n== {app.name}: hearth {app.worker.relative_to(ROOT)} vs php-fpm "
           f"{(app.docroot / app.script).relative_to(ROOT)}, GET {app.path}")
     state = Path(tempfile.mkdtemp(prefix=f"{app.name}-", dir=state_root))
-    hearth_port, fpm_port = free_ports(2)
-    hearth = HearthServer(args.hearth, app, hearth_port, args.workers, state)
-    fpm = FpmServer(app, fpm_port, args.workers, state)
-    servers = {HEARTH: hearth, FPM: fpm}
-    ports = {HEARTH: hearth_port, FPM: fpm_port}
+    ports = dict(zip(args.contenders, free_ports(len(args.contenders))))
+    servers: dict[str, HearthServer | FpmServer] = {}
+    for server, port in ports.items():
+        if server == FPM:
+            servers[server] = FpmServer(app, port, args.workers, state)
+        else:
+            # Each Hearth its own state directory, for its own hearth.log.
+            own = state / ("hearth-no-ext" if server == HEARTH_NO_EXT else "hearth")
+            own.mkdir()
+            servers[server] = HearthServer(args.hearth, app, port, args.workers, own,
+                                           extra_args=NO_EXT_ARGS if server == HEARTH_NO_EXT else ())
     result = AppResult(app)
     try:
-        hearth.start(hearth_env)
-        fpm.start()
-        print(f"  hearth on 127.0.0.1:{hearth_port}, nginx + php-fpm on 127.0.0.1:{fpm_port}")
+        for server in args.contenders:
+            if isinstance(servers[server], HearthServer):
+                servers[server].start(hearth_env)
+            else:
+                servers[server].start()
+            print(f"  {server} on 127.0.0.1:{ports[server]}")
         problems = verify(app, ports)
         if problems:
             raise VerificationFailed(problems)
+        check_extensions(servers, result)
 
         def one(server: str, index: int, duration: int) -> Round:
             if not servers[server].alive():
                 raise BenchError(f"{server} is no longer running")
+            before = cpu_sample(servers[server])
             r = run_wrk(args.wrk, ports[server], app.path, args.connections, duration,
                         app.name, server, index)
+            after = cpu_sample(servers[server])
+            r.front_cpu_s = cpu_seconds(before, after, "front")
+            r.workers_cpu_s = cpu_seconds(before, after, "workers")
             label = "warm-up" if index == 0 else f"round {index}/{args.rounds}"
-            print(f"  {label:<12} {server:<8} {r.rps:>10.0f} req/s  p50 {r.p50_us / 1000:6.2f} ms"
-                  f"  p99 {r.p99_us / 1000:6.2f} ms  failed {r.failed}", flush=True)
+            print(f"  {label:<12} {server:<15} {r.rps:>8.0f} req/s  p50 {r.p50_us / 1000:6.2f} ms"
+                  f"  p99 {r.p99_us / 1000:6.2f} ms  failed {r.failed}"
+                  f"  CPU µs/req: front {r.front_us_per_req:5.1f}, workers {r.workers_us_per_req:5.1f}",
+                  flush=True)
             return r
 
-        for server in (HEARTH, FPM):
+        for server in args.contenders:
             result.warmups.append(one(server, 0, args.warmup))
         for index in range(1, args.rounds + 1):
-            for server in (HEARTH, FPM):
+            for server in args.contenders:
                 result.rounds.append(one(server, index, args.duration))
         return result
     finally:
-        fpm.stop()
-        hearth.stop()
+        for server in reversed(args.contenders):
+            if server in servers:
+                servers[server].stop()
+
+
+def check_extensions(servers: dict[str, HearthServer | FpmServer], result: AppResult) -> None:
+    """Which runtime each Hearth contender's workers run, from their memory
+    maps: without the extension built, hearth and hearth (no ext) would
+    measure the same thing and the comparison would say nothing."""
+    table = proc_table()
+    for server, running in servers.items():
+        if not isinstance(running, HearthServer):
+            continue
+        _, workers = running.cpu_groups(table)
+        found = hearth_extension([w.pid for w in workers])
+        result.extensions[server] = found
+        print(f"  {server}: workers run "
+              + (f"with the Hearth extension {found}" if found else "without the Hearth extension"))
+        if server == HEARTH and not found:
+            print("warning: hearth's workers did not load the Hearth extension (build it with "
+                  "`make ext`); hearth measures the pure-PHP fallback too", file=sys.stderr)
+        if server == HEARTH_NO_EXT and found:
+            print(f"warning: hearth (no ext)'s workers loaded {found} despite "
+                  f"{' '.join(NO_EXT_ARGS)} (a php.ini extension= line?)", file=sys.stderr)
 
 
 class VerificationFailed(Exception):
@@ -467,34 +665,51 @@ def fmt_ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}×" if b else "n/a"
 
 
+def fmt_us(us: float) -> str:
+    return f"{us:.1f}"
+
+
 def summary_table(results: list[AppResult]) -> str:
     lines = [
-        "| app | URL | server | req/s | p50 (ms) | p99 (ms) | failed requests |",
-        "|-----|-----|--------|------:|---------:|---------:|----------------:|",
+        "| app | URL | server | req/s | p50 (ms) | p99 (ms) | failed requests | front CPU µs/req | workers CPU µs/req |",
+        "|-----|-----|--------|------:|---------:|---------:|----------------:|-----------------:|-------------------:|",
     ]
     for res in results:
         med = {}
-        for server in (HEARTH, FPM):
+        for server in CONTENDERS:
             rounds = res.measured(server)
-            med[server] = (
-                statistics.median(r.rps for r in rounds),
-                statistics.median(r.p50_us for r in rounds),
-                statistics.median(r.p99_us for r in rounds),
+            if not rounds:
+                continue  # hearth (no ext) under --no-fallback
+            med[server] = dict(
+                rps=statistics.median(r.rps for r in rounds),
+                p50=statistics.median(r.p50_us for r in rounds),
+                p99=statistics.median(r.p99_us for r in rounds),
+                front=statistics.median(r.front_us_per_req for r in rounds),
+                workers=statistics.median(r.workers_us_per_req for r in rounds),
             )
+            m = med[server]
             failed = sum(r.failed for r in rounds)
-            lines.append(f"| {res.app.name} | `{res.app.path}` | {SERVER_LABELS[server]} | {med[server][0]:.0f} "
-                         f"| {fmt_ms(med[server][1])} | {fmt_ms(med[server][2])} | {failed} |")
+            lines.append(f"| {res.app.name} | `{res.app.path}` | {SERVER_LABELS[server]} | {m['rps']:.0f} "
+                         f"| {fmt_ms(m['p50'])} | {fmt_ms(m['p99'])} | {failed} "
+                         f"| {fmt_us(m['front'])} | {fmt_us(m['workers'])} |")
         h, f = med[HEARTH], med[FPM]
-        lines.append(f"| {res.app.name} | `{res.app.path}` | **Hearth / php-fpm** | **{fmt_ratio(h[0], f[0])}** "
-                     f"| {fmt_ratio(h[1], f[1])} | {fmt_ratio(h[2], f[2])} | |")
+        lines.append(f"| {res.app.name} | `{res.app.path}` | **Hearth / php-fpm** | **{fmt_ratio(h['rps'], f['rps'])}** "
+                     f"| {fmt_ratio(h['p50'], f['p50'])} | {fmt_ratio(h['p99'], f['p99'])} | | | |")
+        if HEARTH_NO_EXT in med:
+            n = med[HEARTH_NO_EXT]
+            lines.append(f"| {res.app.name} | `{res.app.path}` | **Hearth / Hearth (no ext)** "
+                         f"| **{fmt_ratio(h['rps'], n['rps'])}** | | | | "
+                         f"| **{fmt_ratio(h['workers'], n['workers'])}** |")
     return "\n".join(lines)
 
 
 def raw_table(results: list[AppResult]) -> str:
     lines = [
-        "| app | round | server | req/s | p50 (ms) | p99 (ms) | mean (ms) | max (ms) | requests "
+        "| app | round | server | req/s | p50 (ms) | p99 (ms) | mean (ms) | max (ms) "
+        "| front CPU µs/req | workers CPU µs/req | requests "
         "| seconds | bytes/req | connect/read/write/timeout errors | status ≥ 400 |",
-        "|-----|------:|--------|------:|---------:|---------:|----------:|---------:|---------:"
+        "|-----|------:|--------|------:|---------:|---------:|----------:|---------:"
+        "|-----------------:|-------------------:|---------:"
         "|--------:|----------:|:---:|-------------:|",
     ]
     for res in results:
@@ -503,16 +718,32 @@ def raw_table(results: list[AppResult]) -> str:
             lines.append(
                 f"| {res.app.name} | {'warm-up' if r.index == 0 else r.index} | {r.server} | {r.rps:.0f} "
                 f"| {fmt_ms(r.p50_us)} | {fmt_ms(r.p99_us)} | {fmt_ms(r.mean_us)} | {fmt_ms(r.max_us)} "
+                f"| {fmt_us(r.front_us_per_req)} | {fmt_us(r.workers_us_per_req)} "
                 f"| {r.requests} | {r.duration_s:.2f} | {per:.0f} "
                 f"| {r.errors_connect}/{r.errors_read}/{r.errors_write}/{r.errors_timeout} | {r.errors_status} |")
     return "\n".join(lines)
 
 
+def extensions_seen(results: list[AppResult]) -> str:
+    """What each Hearth contender's workers had loaded, over all apps."""
+    parts = []
+    for server in CONTENDERS:
+        seen = sorted({res.extensions[server] or "none" for res in results if server in res.extensions})
+        if seen:
+            parts.append(f"{server}: {', '.join(f'`{s}`' if s != 'none' else s for s in seen)}")
+    return "; ".join(parts)
+
+
 def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[str, str],
                  started: datetime.datetime, load_before: str, stripped: list[str]) -> str:
     wrk_line = (f"`wrk -t1 -c{args.connections} -d{args.duration}s -s bench/wrk/report.lua`, "
-                f"{args.warmup}s warm-up per server, then {args.rounds} rounds per server, interleaved "
-                f"hearth, php-fpm, hearth, php-fpm, ...")
+                f"{args.warmup}s warm-up per server, then {args.rounds} round{'' if args.rounds == 1 else 's'} per server, interleaved "
+                f"{', '.join(args.contenders)}, {args.contenders[0]}, ...")
+    contenders = ["hearth: `hearth serve`, its workers load the Hearth PHP extension"]
+    if HEARTH_NO_EXT in args.contenders:
+        contenders.append(f"hearth (no ext): `hearth serve {' '.join(NO_EXT_ARGS)}`, the PHP library's "
+                          "pure-PHP fallback, what runs where the extension is not installed")
+    contenders.append("php-fpm: nginx + php-fpm, Debian's defaults")
     header = [
         "# HTTP benchmark: Hearth vs nginx + php-fpm",
         "",
@@ -523,15 +754,24 @@ def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[
         f"- N = {args.workers}: `hearth serve --workers {args.workers} --log-level warn`; "
         f"php-fpm `pm = static`, `pm.max_children = {args.workers}` behind nginx (`worker_processes auto`); "
         "access logs off on both",
+        f"- Contenders: {'; '.join(contenders)}",
+        f"- Hearth extension mapped by the workers (/proc/PID/maps): {extensions_seen(results)}",
         f"- Load average (1/5/15 min) before: {load_before}, after: {loadavg()}",
     ]
     if stripped:
         header.append(f"- Removed from Hearth's environment: {', '.join(stripped)}")
     text = "\n".join(header) + (
         "\n\n## Medians over rounds\n\n"
-        "req/s: higher is better; latencies: lower is better. The ratio row divides Hearth's "
-        "median by php-fpm's (above 1× is faster for req/s, below 1× is faster for latency). "
+        "req/s: higher is better; latencies and CPU: lower is better. The ratio rows divide Hearth's "
+        "median by php-fpm's, and by Hearth's without its extension (above 1× is faster for req/s, "
+        "below 1× is faster for latency or cheaper in CPU). "
         "Failed requests: socket errors plus responses with status ≥ 400, over the measured rounds.\n\n"
+        "CPU µs/req: user + system CPU time from /proc/PID/stat, read before and after each round, "
+        "divided by the round's requests. Front: the hearth process (all its threads), or nginx's "
+        "master and workers. Workers: the PHP processes, Hearth's php-cgi workers or php-fpm's master "
+        "and pool. wrk's own CPU is in neither. req/s says how fast each server answers on this "
+        "machine, where wrk, the front and the workers compete for the same cores; CPU µs/req says "
+        "what each request costs the machine.\n\n"
         + summary_table(results)
         + "\n\n## Every round\n\n"
         + raw_table(results)
@@ -561,8 +801,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--hearth", type=Path, default=ROOT / "target" / "release" / "hearth",
                    help="hearth binary (default: target/release/hearth)")
     p.add_argument("--wrk", default="wrk", help="wrk binary (default: %(default)s)")
+    p.add_argument("--no-fallback", action="store_true",
+                   help="skip hearth (no ext), Hearth with --php-extension off")
     args = p.parse_args(argv)
     args.argv = argv
+    args.contenders = tuple(c for c in CONTENDERS if not (args.no_fallback and c == HEARTH_NO_EXT))
     names = [n.strip() for n in args.apps.split(",") if n.strip()]
     unknown = [n for n in names if n not in APPS]
     if unknown or not names:

@@ -585,9 +585,24 @@ fn session_names_the_app_sets_match() {
 #[test]
 fn exit_and_errors_match() {
     let both = Both::start();
-    for (path, status) in [("/exit", 200), ("/exception", 500), ("/user-error", 500)] {
+    for (path, status) in [
+        ("/exit", 200),
+        ("/exception", 500),
+        ("/user-error", 500),
+        ("/exception-404", 404),
+        ("/user-error-shown", 200),
+    ] {
         both.expect(path, status);
     }
+    // Displayed, an uncaught exception's text is PHP's up to its stack
+    // trace, whose last frames are the worker runtime's under Hearth
+    // (docs/compatibility.md, "Backtraces").
+    let (f, h) = both.send(&Req::new("GET", "/exception-shown"));
+    assert_eq!((f.status, h.status), (200, 200), "php-fpm: {}
+hearth: {}", f.text(), h.text());
+    let upto_trace = |r: &Response| r.text().split("Stack trace").next().unwrap_or_default().to_owned();
+    assert!(f.text().contains("Uncaught RuntimeException: shown"), "{}", f.text());
+    assert_eq!(upto_trace(&h), upto_trace(&f));
 }
 
 /// Replaces PHP session ids (26 or more [a-z0-9,-] characters after

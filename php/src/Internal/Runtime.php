@@ -469,7 +469,7 @@ final class Runtime
             return;
         }
         FailureReport::send($this->channel, $this->requestId, $e, $this->method, $this->uri);
-        if (!$this->headSent) {
+        if (!$this->headSent && self::failureIs500()) {
             http_response_code(500);
         }
         FailureReport::showAsPhpWould($e);
@@ -485,7 +485,7 @@ final class Runtime
         $error = FailureReport::fatalAtShutdown();
         if ($error !== null) {
             FailureReport::send($this->channel, $this->requestId, $error, $this->method, $this->uri);
-            if (!$this->headSent && http_response_code() === 200) {
+            if (!$this->headSent && self::failureIs500()) {
                 http_response_code(500);
             }
         }
@@ -516,6 +516,19 @@ final class Runtime
         Uploads::clear();
         $_SESSION = [];
         $this->baseline->restore();
+    }
+
+    /**
+     * Whether a fatal error (an uncaught exception included) turns the
+     * response into a 500, as PHP decides it (php_error_cb()): only when
+     * errors are not displayed and the app has not set a status of its
+     * own. With display_errors on, php-fpm answers 200 with the error text.
+     */
+    private static function failureIs500(): bool
+    {
+        $display = strtolower(trim((string) ini_get('display_errors')));
+        $displayed = !in_array($display, ['', '0', 'off', 'no', 'false', 'none'], true);
+        return !$displayed && http_response_code() === 200;
     }
 
     /** begin() renews the time limit through this. */
