@@ -590,6 +590,10 @@ fn exit_and_errors_match() {
         ("/exception", 500),
         ("/user-error", 500),
         ("/exception-404", 404),
+        // Three times: on one worker, each request's functions run once.
+        ("/shutdown", 200),
+        ("/shutdown", 200),
+        ("/shutdown", 200),
         ("/user-error-shown", 200),
     ] {
         both.expect(path, status);
@@ -598,10 +602,26 @@ fn exit_and_errors_match() {
     // trace, whose last frames are the worker runtime's under Hearth
     // (docs/compatibility.md, "Backtraces").
     let (f, h) = both.send(&Req::new("GET", "/exception-shown"));
-    assert_eq!((f.status, h.status), (200, 200), "php-fpm: {}
-hearth: {}", f.text(), h.text());
-    let upto_trace = |r: &Response| r.text().split("Stack trace").next().unwrap_or_default().to_owned();
-    assert!(f.text().contains("Uncaught RuntimeException: shown"), "{}", f.text());
+    assert_eq!(
+        (f.status, h.status),
+        (200, 200),
+        "php-fpm: {}
+hearth: {}",
+        f.text(),
+        h.text()
+    );
+    let upto_trace = |r: &Response| {
+        r.text()
+            .split("Stack trace")
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(
+        f.text().contains("Uncaught RuntimeException: shown"),
+        "{}",
+        f.text()
+    );
     assert_eq!(upto_trace(&h), upto_trace(&f));
 }
 

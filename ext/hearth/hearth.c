@@ -42,6 +42,7 @@
 #include "php_content_types.h"
 #include "rfc1867.h"
 #include "ext/standard/info.h"
+#include "ext/standard/basic_functions.h"
 #include "php_hearth.h"
 
 #ifdef ZTS
@@ -72,6 +73,8 @@ typedef struct {
 	int saved_argc;
 	char **saved_argv;
 	bool saved_headers_only;
+	/* The first index of the shutdown functions the request registers. */
+	zend_ulong shutdown_mark;
 	/* Ours, put in SG(request_info) for the request. */
 	char *method;
 	char *query;
@@ -588,6 +591,11 @@ PHP_FUNCTION(hearth_request_begin)
 	req.fd = fd;
 	req.active = true;
 	describe_request();
+	/* A new table's next index is ZEND_LONG_MIN, meaning 0. */
+	req.shutdown_mark = BG(user_shutdown_function_names)
+			&& BG(user_shutdown_function_names)->nNextFreeElement > 0
+		? (zend_ulong) BG(user_shutdown_function_names)->nNextFreeElement
+		: 0;
 	filter_request_shutdown();
 	/* At the start of a request, not the end of the last: by now the
 	 * library has put back the ini settings that request changed. */
@@ -606,6 +614,53 @@ PHP_FUNCTION(hearth_request_begin)
 	}
 	build_globals();
 	startup_leave(&scope);
+}
+/* }}} */
+
+/* {{{ proto void hearth_request_shutdown_functions()
+   Calls the shutdown functions registered during the request, in order,
+   and forgets them, as PHP calls them when a request ends: their output is
+   the response's. Those registered before the request (the worker's own,
+   the app's at boot) stay for the worker's exit. */
+PHP_FUNCTION(hearth_request_shutdown_functions)
+{
+	ZEND_PARSE_PARAMETERS_NONE();
+	if (!req.active) {
+		return;
+	}
+	for (;;) {
+		HashTable *functions = BG(user_shutdown_function_names);
+		if (!functions) {
+			return;
+		}
+		/* The first one registered during the request: one of them may
+		 * register more, which run too, as in PHP. */
+		zend_ulong index;
+		zval *entry = NULL;
+		ZEND_HASH_FOREACH_NUM_KEY_VAL(functions, index, entry) {
+			if (index >= req.shutdown_mark) {
+				break;
+			}
+			entry = NULL;
+		} ZEND_HASH_FOREACH_END();
+		if (!entry) {
+			return;
+		}
+		php_shutdown_function_entry *call = Z_PTR_P(entry);
+		zval retval;
+		call->fci.retval = &retval;
+		zend_result status = zend_call_function(&call->fci, &call->fci_cache);
+		if (status == SUCCESS) {
+			zval_ptr_dtor(&retval);
+		}
+		/* The table may have been replaced while the function ran. */
+		if (BG(user_shutdown_function_names)) {
+			zend_hash_index_del(BG(user_shutdown_function_names), index);
+		}
+		if (EG(exception)) {
+			return;
+		}
+	}
 }
 /* }}} */
 
@@ -629,8 +684,11 @@ ZEND_END_ARG_INFO()
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_hearth_request_end, 0, 0, IS_VOID, 0)
 ZEND_END_ARG_INFO()
 
+#define arginfo_hearth_request_shutdown_functions arginfo_hearth_request_end
+
 static const zend_function_entry hearth_functions[] = {
 	PHP_FE(hearth_request_begin, arginfo_hearth_request_begin)
+	PHP_FE(hearth_request_shutdown_functions, arginfo_hearth_request_shutdown_functions)
 	PHP_FE(hearth_request_end, arginfo_hearth_request_end)
 	PHP_FE_END
 };

@@ -144,6 +144,15 @@ final class Runtime
         } catch (\Throwable $e) {
             $this->uncaught($e);
         }
+        if ($this->native) {
+            // The shutdown functions the request registered run now, as at
+            // the end of a PHP request, and their output is the response's.
+            try {
+                \hearth_request_shutdown_functions();
+            } catch (\Throwable $e) {
+                $this->uncaught($e);
+            }
+        }
         $this->finish(0);
     }
 
