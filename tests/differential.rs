@@ -582,6 +582,23 @@ fn session_names_the_app_sets_match() {
     }
 }
 
+/// Issue 21, item 11: Content-Type as PHP sends it when the app empties,
+/// removes or doubles it, header_register_callback(), and a 304.
+#[test]
+fn response_header_edge_cases_match() {
+    let both = Both::start();
+    for path in [
+        "/content-type/empty",
+        "/content-type/removed",
+        "/content-type/removed-default",
+        "/content-type/twice",
+        "/header-callback",
+    ] {
+        both.expect(path, 200);
+    }
+    both.expect("/not-modified", 304);
+}
+
 #[test]
 fn exit_and_errors_match() {
     let both = Both::start();

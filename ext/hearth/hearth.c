@@ -458,6 +458,12 @@ static void describe_request(void)
 	SG(request_info).argv = NULL;
 	SG(request_info).headers_only = req.method && strcmp(req.method, "HEAD") == 0;
 
+	/* What sapi_activate() resets for the response head. */
+	SG(sapi_headers).send_default_content_type = 1;
+	if (Z_TYPE(SG(callback_func)) != IS_UNDEF) {
+		zval_ptr_dtor(&SG(callback_func));
+		ZVAL_UNDEF(&SG(callback_func));
+	}
 	/* What sapi_activate() resets for the input. */
 	SG(read_post_bytes) = 0;
 	SG(post_read) = 0;
@@ -664,6 +670,57 @@ PHP_FUNCTION(hearth_request_shutdown_functions)
 }
 /* }}} */
 
+/* {{{ proto bool hearth_response_head()
+   What PHP does to the response head when it sends it: adds its default
+   Content-Type to the header list (unless the app has set one, even if it
+   removed it since), then calls the callback of header_register_callback()
+   (once). Returns false: the list is complete, the caller adds nothing. */
+PHP_FUNCTION(hearth_response_head)
+{
+	ZEND_PARSE_PARAMETERS_NONE();
+	/* As sapi_send_headers(): PHP's default Content-Type joins the header
+	 * list first, where the callback sees it in headers_list(). */
+	if (SG(sapi_headers).send_default_content_type) {
+		char *mimetype = sapi_get_default_content_type();
+		if (mimetype && *mimetype) {
+			char *line;
+			size_t len = spprintf(&line, 0, "Content-type: %s", mimetype);
+			sapi_header_line ctr = {0};
+			ctr.line = line;
+			ctr.line_len = len;
+			sapi_header_op(SAPI_HEADER_REPLACE, &ctr);
+			efree(line);
+		}
+		if (mimetype) {
+			efree(mimetype);
+		}
+		SG(sapi_headers).send_default_content_type = 0;
+	}
+	if (Z_TYPE(SG(callback_func)) != IS_UNDEF) {
+		zval callback;
+		ZVAL_COPY_VALUE(&callback, &SG(callback_func));
+		ZVAL_UNDEF(&SG(callback_func));
+		zend_fcall_info fci;
+		zend_fcall_info_cache fcc;
+		char *error = NULL;
+		zval retval;
+		if (zend_fcall_info_init(&callback, 0, &fci, &fcc, NULL, &error) == SUCCESS) {
+			fci.retval = &retval;
+			if (zend_call_function(&fci, &fcc) == SUCCESS) {
+				zval_ptr_dtor(&retval);
+			}
+		} else {
+			php_error_docref(NULL, E_WARNING, "Could not call the sapi_header_callback");
+		}
+		if (error) {
+			efree(error);
+		}
+		zval_ptr_dtor(&callback);
+	}
+	RETURN_BOOL(SG(sapi_headers).send_default_content_type);
+}
+/* }}} */
+
 /* {{{ proto void hearth_request_end()
    Ends the request hearth_request_begin() started: deletes the uploads the
    app did not move, closes the body, puts back the worker's own request. */
@@ -686,9 +743,13 @@ ZEND_END_ARG_INFO()
 
 #define arginfo_hearth_request_shutdown_functions arginfo_hearth_request_end
 
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_hearth_response_head, 0, 0, _IS_BOOL, 0)
+ZEND_END_ARG_INFO()
+
 static const zend_function_entry hearth_functions[] = {
 	PHP_FE(hearth_request_begin, arginfo_hearth_request_begin)
 	PHP_FE(hearth_request_shutdown_functions, arginfo_hearth_request_shutdown_functions)
+	PHP_FE(hearth_response_head, arginfo_hearth_response_head)
 	PHP_FE(hearth_request_end, arginfo_hearth_request_end)
 	PHP_FE_END
 };

@@ -368,6 +368,7 @@ fn apply_head(
         );
     }
     let headers: &mut HeaderMap = response.headers_mut();
+    let mut content_type = ContentType::default();
     for (name, value) in head.headers {
         if name.eq_ignore_ascii_case(b"status") {
             match value
@@ -400,6 +401,10 @@ fn apply_head(
         {
             continue;
         }
+        if name == http::header::CONTENT_TYPE {
+            content_type.add(value);
+            continue;
+        }
         match HeaderValue::from_maybe_shared(value) {
             Ok(value) => {
                 headers.append(name, value);
@@ -410,7 +415,80 @@ fn apply_head(
             ),
         }
     }
+    // nginx sends no Content-Type with a 304.
+    if status != StatusCode::NOT_MODIFIED {
+        if let Some(value) = content_type.value() {
+            match HeaderValue::from_maybe_shared(value) {
+                Ok(value) => {
+                    headers.insert(http::header::CONTENT_TYPE, value);
+                }
+                Err(_) => tracing::warn!(
+                    pid,
+                    "dropped response header content-type: its value holds a forbidden byte"
+                ),
+            }
+        }
+    }
     status
+}
+
+/// The Content-Type of a response as nginx makes it of the ones PHP sent
+/// (`ngx_http_upstream_copy_content_type()` and the header filter): each
+/// one replaces the one before; a `charset=` parameter is remembered
+/// across them, and added to a last one without one ("; charset=...");
+/// an empty one means none.
+#[derive(Default)]
+struct ContentType {
+    last: Option<Bytes>,
+    /// The last one has a charset parameter of its own.
+    own_charset: bool,
+    charset: Option<Bytes>,
+}
+
+impl ContentType {
+    fn add(&mut self, value: Bytes) {
+        self.own_charset = false;
+        if let Some(charset) = charset_of(&value) {
+            self.charset = Some(charset);
+            self.own_charset = true;
+        }
+        self.last = Some(value);
+    }
+
+    fn value(self) -> Option<Bytes> {
+        let last = self.last.filter(|v| !v.trim_ascii().is_empty())?;
+        match self.charset {
+            Some(charset) if !self.own_charset => {
+                let mut value = Vec::with_capacity(last.len() + 10 + charset.len());
+                value.extend_from_slice(&last);
+                value.extend_from_slice(b"; charset=");
+                value.extend_from_slice(&charset);
+                Some(Bytes::from(value))
+            }
+            _ => Some(last),
+        }
+    }
+}
+
+/// The charset parameter of a Content-Type, found as nginx finds it: after
+/// a ";" and spaces, "charset=" in any case, without the quotes around it.
+fn charset_of(value: &[u8]) -> Option<Bytes> {
+    let mut at = 0;
+    while let Some(semicolon) = value[at..].iter().position(|&b| b == b';') {
+        let mut p = at + semicolon + 1;
+        while value.get(p) == Some(&b' ') {
+            p += 1;
+        }
+        let rest = &value[p..];
+        if rest.len() >= 8 && rest[..8].eq_ignore_ascii_case(b"charset=") {
+            let mut charset = &rest[8..];
+            charset = charset.strip_prefix(b"\"").unwrap_or(charset);
+            charset = charset.strip_suffix(b"\"").unwrap_or(charset);
+            return Some(Bytes::copy_from_slice(charset));
+        }
+        at = p;
+    }
+    None
 }
 
 fn is_hop_by_hop(name: &HeaderName) -> bool {
@@ -452,6 +530,36 @@ pub(crate) fn error_page(status: StatusCode) -> Response<ResponseBody> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_types_are_merged_as_nginx_merges_them() {
+        let merged = |values: &[&str]| {
+            let mut ct = ContentType::default();
+            for v in values {
+                ct.add(Bytes::copy_from_slice(v.as_bytes()));
+            }
+            ct.value().map(|v| String::from_utf8(v.to_vec()).unwrap())
+        };
+        assert_eq!(
+            merged(&["text/plain;charset=UTF-8"]).as_deref(),
+            Some("text/plain;charset=UTF-8")
+        );
+        assert_eq!(
+            merged(&["text/plain;charset=UTF-8", "application/json"]).as_deref(),
+            Some("application/json; charset=UTF-8")
+        );
+        assert_eq!(
+            merged(&["text/plain; Charset=\"latin1\"", "text/csv; charset=UTF-8"]).as_deref(),
+            Some("text/csv; charset=UTF-8")
+        );
+        assert_eq!(merged(&["text/html", ""]), None);
+        assert_eq!(merged(&["  "]), None);
+        assert_eq!(merged(&[]), None);
+        assert_eq!(
+            charset_of(b"a/b; q=1; charset=\"x\"").as_deref(),
+            Some(&b"x"[..])
+        );
+    }
 
     /// PHP's header() refuses CR, LF and NUL, but a worker is not trusted
     /// to have used it: such a header must never reach the client, where

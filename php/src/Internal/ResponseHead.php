@@ -15,7 +15,12 @@ namespace Hearth\Internal;
  */
 final class ResponseHead
 {
-    public function __construct(private readonly bool $exposePhp)
+    /**
+     * @param bool $native the Hearth extension is in use: it calls the
+     *                     header_register_callback() callback and knows
+     *                     whether PHP would add its default Content-Type
+     */
+    public function __construct(private readonly bool $exposePhp, private readonly bool $native = false)
     {
     }
 
@@ -30,17 +35,21 @@ final class ResponseHead
      */
     public function payload(?array $explicit, ?string $sessionName, ?string $cookieSessionId): string
     {
+        $defaultType = true;
         if ($explicit !== null) {
             [$status, $lines] = $explicit;
             $lines = $this->asHeaderWould($lines);
         } else {
+            if ($this->native) {
+                $defaultType = \hearth_response_head();
+            }
             $status = (int) http_response_code();
             $lines = headers_list();
             if ($sessionName !== null && $cookieSessionId !== null) {
                 $lines = self::withoutEchoedSessionCookie($lines, $sessionName, $cookieSessionId);
             }
         }
-        if (!self::hasContentType($lines)) {
+        if ($defaultType && !self::hasContentType($lines)) {
             $default = self::defaultContentType();
             if ($default !== '') {
                 $lines[] = $default;

@@ -118,7 +118,7 @@ final class Runtime
             ? (int) ini_get('max_input_vars') + (int) ini_get('max_file_uploads')
             : (int) $parts;
         $this->native = function_exists('hearth_request_begin') && get_cfg_var('hearth.native') !== '0';
-        $this->head = new ResponseHead((bool) ini_get('expose_php'));
+        $this->head = new ResponseHead((bool) ini_get('expose_php'), $this->native);
         $this->head->reset();
         $tmpDir = ini_get('upload_tmp_dir') ?: sys_get_temp_dir();
 
