@@ -270,3 +270,35 @@ fn nothing_leaks_from_one_request_to_the_next() {
         both.same("filters after it", &Req::new("GET", "/filter"), 200);
     }
 }
+
+/// An extension named with --php-extension must load: a file that does
+/// not stops hearth serve with PHP's own reason.
+#[test]
+fn an_extension_that_does_not_load_is_refused_with_php_s_reason() {
+    let dir = support::tempdir();
+    let bad = dir.path().join("hearth-php8.2.so");
+    std::fs::write(&bad, "not a shared object").unwrap();
+    let mut args: Vec<String> = vec![
+        "serve".into(),
+        fixture("startup").join("index.php").display().to_string(),
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--php-extension".into(),
+        bad.display().to_string(),
+    ];
+    args.extend(support::as_root());
+    let out = std::process::Command::new(support::hearth_bin())
+        .args(&args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run hearth");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the Hearth extension {} does not load",
+            bad.display()
+        )) && stderr.contains("Unable to load dynamic library"),
+        "{stderr}"
+    );
+}

@@ -529,3 +529,34 @@ fn each_sections_relative_paths_are_keys() {
     check::<ServeOptions>();
     check::<RunOptions>();
 }
+
+#[test]
+fn php_extension_is_auto_off_or_a_path_relative_to_the_file() {
+    use super::values::ExtensionChoice;
+    assert_eq!(
+        serve(&[], None).unwrap().php_extension,
+        ExtensionChoice::Auto
+    );
+    assert_eq!(
+        serve(&["--php-extension", "off"], None)
+            .unwrap()
+            .php_extension,
+        ExtensionChoice::Off
+    );
+    assert_eq!(
+        serve(&["--php-extension", "/opt/hearth.so"], None)
+            .unwrap()
+            .php_extension,
+        ExtensionChoice::Path("/opt/hearth.so".into())
+    );
+    // In the file, a relative path is the file's.
+    let o = serve(&[], Some("[serve]\nphp_extension = \"lib/hearth.so\"\n")).unwrap();
+    match o.php_extension {
+        ExtensionChoice::Path(p) => {
+            assert!(p.is_absolute() && p.ends_with("lib/hearth.so"), "{p:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let err = refused(serve(&[], Some("[serve]\nphp_extension = \"\"\n")));
+    assert!(err.contains("php_extension"), "{err}");
+}
