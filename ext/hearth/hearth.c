@@ -514,6 +514,9 @@ static void request_end(void)
 		SG(rfc1867_uploaded_files) = NULL;
 	}
 	if (SG(request_info).request_body) {
+		/* php://input streams read this one: an app that kept one open
+		 * past its request (none is known to) would read a closed body,
+		 * as it could read nothing after a php-fpm request either. */
 		php_stream_close(SG(request_info).request_body);
 		SG(request_info).request_body = NULL;
 	}
