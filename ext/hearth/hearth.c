@@ -514,9 +514,10 @@ static void request_end(void)
 		SG(rfc1867_uploaded_files) = NULL;
 	}
 	if (SG(request_info).request_body) {
-		/* php://input streams read this one: an app that kept one open
-		 * past its request (none is known to) would read a closed body,
-		 * as it could read nothing after a php-fpm request either. */
+		/* php://input streams read this one without holding it: one an
+		 * app keeps open past its request (in a static, say) must not be
+		 * read again (docs/compatibility.md says so), as such a handle
+		 * could not outlive a php-fpm request at all. */
 		php_stream_close(SG(request_info).request_body);
 		SG(request_info).request_body = NULL;
 	}
