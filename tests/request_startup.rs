@@ -302,3 +302,37 @@ fn an_extension_that_does_not_load_is_refused_with_php_s_reason() {
         "{stderr}"
     );
 }
+
+/// A file found beside the binary that does not load into this PHP (built
+/// for another one): hearth warns, names it, and serves with the PHP
+/// library's request startup.
+#[test]
+fn a_found_extension_that_does_not_load_falls_back_with_a_warning() {
+    let dir = support::reachable_tempdir();
+    let bin = dir.path().join("hearth");
+    std::fs::copy(support::hearth_bin(), &bin).unwrap();
+    let version = std::process::Command::new("php")
+        .args(["-r", "echo PHP_MAJOR_VERSION, '.', PHP_MINOR_VERSION;"])
+        .output()
+        .expect("php -r");
+    let version = String::from_utf8_lossy(&version.stdout).into_owned();
+    let bad = dir.path().join(format!("hearth-php{version}.so"));
+    std::fs::write(&bad, "built for another PHP").unwrap();
+    let mut cmd = std::process::Command::new(&bin);
+    cmd.arg("serve")
+        .arg(fixture("startup").join("index.php"))
+        .args(["--listen", "127.0.0.1:0", "--workers", "1"])
+        .args(support::as_root());
+    let server = Server::spawn_command(cmd);
+    server.wait_until_ready();
+    let log = server.log();
+    assert!(
+        log.contains(&format!(
+            "the Hearth extension {} does not load",
+            bad.display()
+        )) && log.contains("no Hearth extension: the PHP library's request startup"),
+        "{log}"
+    );
+    let r = Req::new("GET", "/vars?a=1").send(server.addr);
+    assert_eq!(r.status, 200, "{}", r.text());
+}
