@@ -153,6 +153,61 @@ fn workers_run_as_the_user_given_and_still_get_uploads() {
     );
 }
 
+/// Issue 21: Hearth probes PHP as the workers' user. An extension beside
+/// the binary in a directory only root can enter does not load into
+/// www-data's workers: Hearth says so and they use the PHP library's
+/// request startup, uploads included (Hearth probed as root before, took
+/// the extension for loaded, and PHP's own move_uploaded_file() refused
+/// every upload).
+#[test]
+#[ignore = "needs root: run with --ignored as root"]
+fn an_extension_the_workers_user_cannot_read_is_not_counted_on() {
+    needs_root();
+    let (_app, script) = reachable_app();
+    let private = support::tempdir();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700))
+        .expect("chmod 0700");
+    let bin = private.path().join("hearth");
+    std::fs::copy(support::hearth_bin(), &bin).expect("copy hearth");
+    let built = std::fs::read_dir(support::root().join("target/php-ext"))
+        .ok()
+        .and_then(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .find(|p| p.extension().is_some_and(|x| x == "so"))
+        })
+        .expect("the extension built in target/php-ext (make ext)");
+    let ext = private.path().join(built.file_name().expect("name"));
+    std::fs::copy(&built, &ext).expect("copy the extension");
+    let mut cmd = std::process::Command::new(&bin);
+    cmd.arg("serve").arg(&script).args([
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--user",
+        "www-data",
+    ]);
+    let server = Server::spawn_command(cmd);
+    server.wait_until_ready();
+    let log = server.log();
+    assert!(
+        log.contains(&format!(
+            "the Hearth extension {} does not load",
+            ext.display()
+        )) && log.contains("no Hearth extension"),
+        "{log}"
+    );
+    let content = b"uploaded past an unreadable extension".to_vec();
+    let moved = Req::new("POST", "/upload")
+        .multipart(&[("doc", Some("r.txt"), Some("text/plain"), &content)])
+        .send(server.addr)
+        .json();
+    assert_eq!(moved["doc"]["is_uploaded"], true, "{moved}");
+    assert_eq!(moved["doc"]["moved"], true, "{moved}");
+}
+
 /// Issue 8 (9): a raw body spooled to a file is handed to the workers'
 /// user, who can read it; nobody else can.
 #[test]
@@ -415,6 +470,8 @@ fn the_workers_user_cannot_plant_links_where_the_front_makes_channels() {
     let tmp = support::tempdir();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o1777)).expect("chmod");
     let private = support::tempdir();
+    std::fs::set_permissions(private.path(), std::fs::Permissions::from_mode(0o700))
+        .expect("chmod 0700");
     let target = private.path().join("target");
     std::fs::write(&target, "root's").expect("write");
     let socket = private.path().join("control.sock");

@@ -42,7 +42,8 @@ impl PhpInfo {
     /// php.ini does not load already.
     pub async fn probe(config: &PoolConfig) -> Result<PhpInfo, Error> {
         let binary = &config.php;
-        let plain = probe_once(binary, None).await?;
+        let user = config.user.as_ref();
+        let plain = probe_once(binary, None, user).await?;
         let mut info = PhpInfo {
             binary: binary.to_owned(),
             version: plain.version.clone(),
@@ -66,7 +67,7 @@ impl PhpInfo {
         let Some(path) = candidate else {
             return Ok(info);
         };
-        let with = probe_once(binary, Some(&path)).await;
+        let with = probe_once(binary, Some(&path), user).await;
         match with {
             Ok(p) if p.extension.is_some() => {
                 info.extension = Some(path);
@@ -106,12 +107,26 @@ impl PhpInfo {
     }
 }
 
-/// Runs the binary once on the probe script, with `extension` loaded.
-async fn probe_once(binary: &Path, extension: Option<&Path>) -> Result<Probed, Error> {
+/// Runs the binary once on the probe script, with `extension` loaded, as
+/// the workers' `user` when they run as another one: what it can load (an
+/// extension in a directory only Hearth's user can enter cannot) is what
+/// the workers can.
+async fn probe_once(
+    binary: &Path,
+    extension: Option<&Path>,
+    user: Option<&WorkerUser>,
+) -> Result<Probed, Error> {
     let mut script = tempfile::Builder::new()
         .prefix("hearth-probe-")
         .suffix(".php")
         .tempfile()?;
+    if user.is_some() {
+        // The workers' user reads it; it says nothing secret.
+        use std::os::unix::fs::PermissionsExt as _;
+        script
+            .as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
     script.write_all(
         b"<?php echo 'version=', PHP_VERSION, \"\\n\", 'sapi=', PHP_SAPI, \"\\n\", \
           'disable_functions=', ini_get('disable_functions'), \"\\n\", \
@@ -128,6 +143,10 @@ async fn probe_once(binary: &Path, extension: Option<&Path>) -> Result<Probed, E
     cmd.arg("-q").arg(script.path()).stdin(Stdio::null());
     for var in CGI_VARIABLES {
         cmd.env_remove(var);
+    }
+    if let Some(user) = user {
+        let dir = script.path().parent().unwrap_or(Path::new("/")).to_owned();
+        become_user(&mut cmd, user, &dir);
     }
     let output = cmd.output().await.map_err(|e| {
         Error::boot(format!(
