@@ -57,7 +57,8 @@ impl PhpInfo {
             Extension::Path(path) => Some(path.clone()),
             Extension::Auto => extension_candidates(&info.version)
                 .into_iter()
-                .find(|p| p.is_file()),
+                .find(|p| p.is_file())
+                .map(|p| std::fs::canonicalize(&p).unwrap_or(p)),
         };
         if plain.extension.is_some() {
             // php.ini loads it: loading it twice would only warn.
