@@ -58,9 +58,9 @@ pub struct ServeOptions {
     #[arg(long, value_name = "PATH")]
     pub php: PathBuf,
     /// The Hearth PHP extension (PHP's own request startup in the workers): auto
-    /// loads it when php.ini does or when one built for the PHP lies beside hearth;
-    /// off keeps the PHP library's; or the extension's path (in the file, relative
-    /// to it)
+    /// loads it when php.ini does, or hearth-phpX.Y.so from hearth's directory,
+    /// ../php-ext or ../lib/hearth; off keeps the PHP library's; or the extension's
+    /// path (in the file, relative to it)
     #[arg(long, value_name = "auto/off/PATH")]
     pub php_extension: ExtensionChoice,
     /// TOML file with these options under [serve]
