@@ -599,11 +599,99 @@ fn response_header_edge_cases_match() {
     both.expect("/not-modified", 304);
 }
 
+/// Issue 21, items 5 and 6: PHP's output layer as under php-fpm: output
+/// after the app ends every buffer, the default buffer of
+/// `output_buffering`, and headers that have gone once output passed it.
+#[test]
+fn output_buffering_and_sent_headers_match() {
+    let both = Both::start_with(&["--workers", "1"]);
+    for _ in 0..2 {
+        for path in [
+            "/output/cleared",
+            "/output/get-clean",
+            "/output/status",
+            "/output/header-within-buffer",
+            "/output/header-after-buffer",
+            "/output/flushed",
+            "/big",
+        ] {
+            both.expect(path, 200);
+        }
+    }
+    // The answers say what they should, not merely the same thing.
+    let h = both.hearth.get("/output/header-after-buffer");
+    assert!(
+        h.text().contains("sent=true at index.php")
+            && h.text()
+                .contains("Cannot modify header information - headers already sent"),
+        "{}",
+        h.text()
+    );
+    assert_eq!(h.header("location"), None);
+    let h = both.hearth.get("/output/cleared");
+    assert!(
+        h.text().contains("session name of its own") && h.text().ends_with("level 0"),
+        "{}",
+        h.text()
+    );
+    assert_eq!(
+        both.hearth.get("/output/get-clean").text(),
+        "got [captured] at level 0"
+    );
+}
+
+/// Issue 21, item 14: `zlib.output_compression` from php.ini compresses a
+/// response when the client accepts gzip, with PHP's own headers, and
+/// leaves it alone when it does not.
+#[test]
+fn zlib_output_compression_matches() {
+    let ini = support::reachable_tempdir();
+    let file = ini.path().join("zz-hearth-test.ini");
+    std::fs::write(&file, "zlib.output_compression = On\n").expect("ini");
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let scan = format!(":{}", ini.path().display());
+    let docroot = fixture("legacy");
+    let fpm = Reference::start_with(&docroot, "index.php", &[("PHP_INI_SCAN_DIR", &scan)]);
+    let mut cmd = std::process::Command::new(support::hearth_bin());
+    cmd.arg("serve")
+        .arg(docroot.join("index.php"))
+        .args(["--listen", "127.0.0.1:0", "--workers", "1", "--php"])
+        .arg(support::php_binary())
+        .args(support::as_root())
+        .env("PHP_INI_SCAN_DIR", &scan);
+    let hearth = Server::spawn_command(cmd);
+    hearth.wait_until_ready();
+    let both = Both { fpm, hearth };
+    for _ in 0..2 {
+        for accept in ["gzip", "deflate", "identity", ""] {
+            let mut req = Req::new("GET", "/big");
+            if !accept.is_empty() {
+                req = req.header("Accept-Encoding", accept);
+            }
+            let (f, h) = both.send(&req);
+            assert_eq!(f.status, 200);
+            same(&format!("/big with Accept-Encoding {accept:?}"), &f, &h);
+            if accept == "gzip" {
+                assert_eq!(h.header("content-encoding"), Some("gzip"));
+            }
+        }
+        // PHP compresses what nginx's gzip (and Hearth's) would not: any
+        // type, and output flushed as it goes.
+        for path in ["/output/status", "/output/binary", "/output/flushed"] {
+            let (f, h) = both.send(&Req::new("GET", path).header("Accept-Encoding", "gzip"));
+            assert_eq!(f.header("content-encoding"), Some("gzip"), "{path}");
+            same(&format!("{path} compressed"), &f, &h);
+        }
+    }
+}
+
 #[test]
 fn exit_and_errors_match() {
     let both = Both::start();
     for (path, status) in [
         ("/exit", 200),
+        ("/exit-shutdown", 200),
         ("/exception", 500),
         ("/user-error", 500),
         ("/exception-404", 404),

@@ -273,6 +273,36 @@ fn nothing_leaks_from_one_request_to_the_next() {
 
 /// An extension named with --php-extension must load: a file that does
 /// not stops hearth serve with PHP's own reason.
+/// Item 6: output the app flushes (`ob_flush()` and `flush()`) reaches the
+/// client while the script goes on, as under php-fpm. The script waits
+/// until the client has read the first line and says so (a gate file), so
+/// a response held until the end shows as "gave up waiting".
+#[test]
+fn flushed_output_reaches_the_client_while_the_script_runs() {
+    let both = Both::start(&["--workers", "1"]);
+    let gate = std::env::temp_dir().join(format!("hearth-gate-{}", std::process::id()));
+    let _ = std::fs::remove_file(&gate);
+    let mut conn = support::Connection::open(both.hearth.addr);
+    conn.send(
+        format!(
+            "GET /stream?gate={} HTTP/1.1\r\nHost: localhost\r\n\r\n",
+            gate.display()
+        )
+        .as_bytes(),
+    );
+    let head = conn.read_head();
+    assert_eq!(head.status, 200);
+    let first = conn.read_chunk().expect("a first chunk");
+    assert_eq!(String::from_utf8_lossy(&first), "first\n");
+    std::fs::write(&gate, b"").expect("gate");
+    let mut rest = Vec::new();
+    while let Some(chunk) = conn.read_chunk() {
+        rest.extend(chunk);
+    }
+    let _ = std::fs::remove_file(&gate);
+    assert_eq!(String::from_utf8_lossy(&rest), "second\n");
+}
+
 #[test]
 fn an_extension_that_does_not_load_is_refused_with_php_s_reason() {
     let dir = support::tempdir();

@@ -18,6 +18,12 @@
  * Request Startup: ... in Unknown on line 0", they are shown only with
  * display_startup_errors, logged, and kept for error_get_last().
  *
+ * hearth_response_begin() does the same for the response: PHP's output
+ * layer starts again as at request startup, and the SAPI's write, flush
+ * and send_headers callbacks write the response to Hearth's channel, so
+ * that headers_sent(), header() after output, flush(), output_buffering
+ * and zlib.output_compression behave as under php-fpm.
+ *
  * Written in C against PHP's SAPI API, as FrankenPHP does for its worker
  * mode: no maintained binding (ext-php-rs wraps the userland API) exposes
  * SG(request_info) or the SAPI hooks.
@@ -36,7 +42,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <sys/socket.h>
+
 #include "php.h"
+#include "php_ini.h"
+#include "php_output.h"
 #include "SAPI.h"
 #include "php_variables.h"
 #include "php_content_types.h"
@@ -567,6 +577,381 @@ static void request_end(void)
 
 /* }}} */
 
+/* {{{ Response output
+ *
+ * While a response is being made, PHP's own output layer runs as at a
+ * php-fpm request: the request starts with the default buffer of
+ * output_buffering (or output_handler), output the app flushes past it
+ * marks the headers as sent (header() after that warns, headers_sent() is
+ * true), and the SAPI's write, flush and send_headers callbacks go to
+ * Hearth: the head as a HEAD frame, output as BODY frames. Output is held
+ * here up to OUT_HOLD bytes, as php-fpm holds it in its FastCGI buffer,
+ * and leaves sooner on flush(). A worker's php.ini settings for output are
+ * the ones Hearth read for requests (hearth.output_buffering and the like:
+ * the process itself runs with output_buffering=1 so that boot output is
+ * caught and logged). */
+
+#define FRAME_VERSION 1
+#define FRAME_HEADER 12
+#define KIND_BODY 3
+#define KIND_END 4
+#define KIND_HEAD 5
+#define FLAG_STREAM 0x0002
+#define FLAG_DETACHED 0x0004
+/* Output held before it goes to Hearth; a response that ends within it
+ * arrives whole, with its length known. */
+#define OUT_HOLD (1024 * 1024)
+/* The largest BODY frame written (Hearth accepts 16 MiB). */
+#define OUT_FRAME_MAX (1024 * 1024)
+#define NO_FRAME ((size_t) -1)
+
+/* Output on its way to Hearth. It is malloc'd, not emalloc'd: like
+ * php-fpm's FastCGI buffer it is the SAPI's, outside memory_limit, so that
+ * sending the head and the output of a request that ran out of memory
+ * cannot fail on the limit (PHP's error path discards the output layer's
+ * buffers while they are in use). */
+typedef struct {
+	char *data;
+	size_t len;
+	size_t cap;
+} out_buffer;
+
+typedef struct {
+	/* A response is being made. */
+	bool active;
+	/* Its END went (fastcgi_finish_request()): further output is dropped. */
+	bool done;
+	/* Writing to Hearth failed, or memory for the buffer: the worker is
+	 * done for. */
+	bool failed;
+	/* The HEAD frame is at the start of buf, not written yet. */
+	bool head_held;
+	bool saved_no_headers;
+	uint32_t id;
+	/* A header line the head leaves out (the session cookie the worker
+	 * caused, not the app). */
+	char *drop;
+	size_t drop_len;
+	out_buffer buf;
+	/* Where in buf the BODY frame that output still joins starts. */
+	size_t body_at;
+} hearth_response;
+
+static hearth_response resp = { .body_at = NO_FRAME };
+
+static bool output_hooked = false;
+/* PHP is shutting the worker down: its own callbacks again. */
+static bool exiting = false;
+static size_t (*orig_ub_write)(const char *str, size_t len);
+static void (*orig_flush)(void *server_context);
+static int (*orig_send_headers)(sapi_headers_struct *sapi_headers);
+
+static void put_u16(unsigned char *at, uint16_t v)
+{
+	at[0] = (unsigned char) (v >> 8);
+	at[1] = (unsigned char) v;
+}
+
+static void put_u32(unsigned char *at, uint32_t v)
+{
+	at[0] = (unsigned char) (v >> 24);
+	at[1] = (unsigned char) (v >> 16);
+	at[2] = (unsigned char) (v >> 8);
+	at[3] = (unsigned char) v;
+}
+
+static void frame_header(unsigned char *h, int kind, uint16_t flags, uint32_t length)
+{
+	h[0] = FRAME_VERSION;
+	h[1] = (unsigned char) kind;
+	put_u16(h + 2, flags);
+	put_u32(h + 4, resp.id);
+	put_u32(h + 8, length);
+}
+
+static bool out_reserve(size_t more)
+{
+	if (resp.buf.cap - resp.buf.len >= more) {
+		return true;
+	}
+	size_t cap = MAX(resp.buf.cap * 2, resp.buf.len + more);
+	cap = MAX(cap, 16 * 1024);
+	char *data = realloc(resp.buf.data, cap);
+	if (!data) {
+		resp.failed = true;
+		return false;
+	}
+	resp.buf.data = data;
+	resp.buf.cap = cap;
+	return true;
+}
+
+static void out_append(const char *data, size_t len)
+{
+	if (len && out_reserve(len)) {
+		memcpy(resp.buf.data + resp.buf.len, data, len);
+		resp.buf.len += len;
+	}
+}
+
+/* Writes all of it to the channel, the worker's standard input (a socket:
+ * MSG_NOSIGNAL, so that Hearth gone is an error here, not a signal). */
+static bool channel_write(const char *data, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = send(STDIN_FILENO, data, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == ENOTSOCK) {
+			n = write(STDIN_FILENO, data, len);
+		}
+		if (n < 0 && errno == EINTR) {
+			continue;
+		}
+		if (n <= 0) {
+			return false;
+		}
+		data += n;
+		len -= (size_t) n;
+	}
+	return true;
+}
+
+/* Sends what is held. Before the end of the response that makes it a
+ * streamed one: the HEAD frame, if it is among it, says so. */
+static void out_send(bool at_end)
+{
+	if (resp.buf.len > 0) {
+		if (resp.head_held && !at_end) {
+			unsigned char *flags = (unsigned char *) resp.buf.data + 2;
+			put_u16(flags, (uint16_t) (((flags[0] << 8) | flags[1]) | FLAG_STREAM));
+		}
+		if (!resp.failed && !channel_write(resp.buf.data, resp.buf.len)) {
+			resp.failed = true;
+		}
+		resp.buf.len = 0;
+	}
+	resp.head_held = false;
+	resp.body_at = NO_FRAME;
+}
+
+/* Starts a frame in the buffer; its length is set by frame_done(). */
+static size_t frame_start(int kind, uint16_t flags)
+{
+	unsigned char h[FRAME_HEADER];
+	frame_header(h, kind, flags, 0);
+	size_t at = resp.buf.len;
+	out_append((const char *) h, FRAME_HEADER);
+	resp.body_at = NO_FRAME;
+	return at;
+}
+
+static void frame_done(size_t at)
+{
+	if (resp.buf.len >= at + FRAME_HEADER) {
+		put_u32((unsigned char *) resp.buf.data + at + 8, (uint32_t) (resp.buf.len - at - FRAME_HEADER));
+	}
+}
+
+static void out_body(const char *str, size_t len)
+{
+	if (len >= OUT_HOLD) {
+		/* Large writes go as they are, in frames, without a copy. */
+		out_send(false);
+		while (len > 0 && !resp.failed) {
+			size_t n = MIN(len, OUT_FRAME_MAX);
+			unsigned char h[FRAME_HEADER];
+			frame_header(h, KIND_BODY, 0, (uint32_t) n);
+			if (!channel_write((const char *) h, FRAME_HEADER) || !channel_write(str, n)) {
+				resp.failed = true;
+			}
+			str += n;
+			len -= n;
+		}
+		return;
+	}
+	if (resp.body_at == NO_FRAME) {
+		resp.body_at = frame_start(KIND_BODY, 0);
+	}
+	/* Joins the BODY frame that is still held. */
+	out_append(str, len);
+	frame_done(resp.body_at);
+	if (resp.buf.len >= OUT_HOLD) {
+		out_send(false);
+	}
+}
+
+static size_t hearth_ub_write(const char *str, size_t len)
+{
+	if (!resp.active || exiting) {
+		/* Between requests: to standard output, which Hearth logs. */
+		return orig_ub_write(str, len);
+	}
+	if (!resp.done && !resp.failed) {
+		out_body(str, len);
+	}
+	return len;
+}
+
+static void hearth_flush(void *server_context)
+{
+	if (!resp.active || exiting) {
+		if (orig_flush) {
+			orig_flush(server_context);
+		}
+		return;
+	}
+	if (!resp.done) {
+		out_send(false);
+	}
+}
+
+static bool dropped(const sapi_header_struct *h)
+{
+	return resp.drop && h->header_len >= resp.drop_len
+		&& memcmp(h->header, resp.drop, resp.drop_len) == 0
+		&& (h->header_len == resp.drop_len || h->header[resp.drop_len] == ';');
+}
+
+/* The HEAD frame: the status, then the header lines joined by "\n" (PHP
+ * refuses CR and LF in a header, so no line contains one). By now PHP has
+ * added its default Content-Type and run the header_register_callback()
+ * callback (sapi_send_headers()). */
+static int hearth_send_headers(sapi_headers_struct *sapi_headers)
+{
+	if (exiting) {
+		return orig_send_headers ? orig_send_headers(sapi_headers) : SAPI_HEADER_DO_SEND;
+	}
+	if (!resp.active || resp.done) {
+		/* Output between requests: no CGI head in the log. */
+		return SAPI_HEADER_SENT_SUCCESSFULLY;
+	}
+	bool first = resp.buf.len == 0;
+	size_t at = frame_start(KIND_HEAD, 0);
+	unsigned char status[2];
+	int code = sapi_headers->http_response_code;
+	put_u16(status, (uint16_t) (code > 0 && code < 65536 ? code : 200));
+	out_append((const char *) status, 2);
+	bool dropped_one = false;
+	bool any = false;
+	zend_llist_position pos;
+	sapi_header_struct *h = zend_llist_get_first_ex(&sapi_headers->headers, &pos);
+	while (h) {
+		if (!dropped_one && dropped(h)) {
+			dropped_one = true;
+		} else {
+			if (any) {
+				out_append("\n", 1);
+			}
+			out_append(h->header, h->header_len);
+			any = true;
+		}
+		h = zend_llist_get_next_ex(&sapi_headers->headers, &pos);
+	}
+	frame_done(at);
+	resp.head_held = first;
+	return SAPI_HEADER_SENT_SUCCESSFULLY;
+}
+
+static void hook_output(void)
+{
+	if (output_hooked) {
+		return;
+	}
+	output_hooked = true;
+	orig_ub_write = sapi_module.ub_write;
+	sapi_module.ub_write = hearth_ub_write;
+	orig_flush = sapi_module.flush;
+	sapi_module.flush = hearth_flush;
+	orig_send_headers = sapi_module.send_headers;
+	sapi_module.send_headers = hearth_send_headers;
+}
+
+/* A setting of php.ini as Hearth passed it on for requests. */
+static zend_string *request_setting(const char *name, size_t len)
+{
+	zval *value = cfg_get_entry(name, len);
+	return value && Z_TYPE_P(value) == IS_STRING ? Z_STR_P(value) : NULL;
+}
+
+/* What php_request_startup() starts the output layer with. */
+static void start_output(void)
+{
+	zend_string *handler = request_setting(ZEND_STRL("hearth.output_handler"));
+	zend_string *buffering = request_setting(ZEND_STRL("hearth.output_buffering"));
+	zend_string *implicit = request_setting(ZEND_STRL("hearth.implicit_flush"));
+	if (handler && ZSTR_LEN(handler) > 0) {
+		zval oh;
+		ZVAL_STR_COPY(&oh, handler);
+		php_output_start_user(&oh, 0, PHP_OUTPUT_HANDLER_STDFLAGS);
+		zval_ptr_dtor(&oh);
+		return;
+	}
+	zend_long size = 0;
+	if (buffering) {
+		zend_string *error = NULL;
+		size = zend_ini_parse_quantity(buffering, &error);
+		if (error) {
+			zend_string_release(error);
+		}
+	}
+	if (size) {
+		php_output_start_user(NULL, size > 1 ? (size_t) size : 0, PHP_OUTPUT_HANDLER_STDFLAGS);
+	} else if (implicit && zend_ini_parse_bool(implicit)) {
+		php_output_set_implicit_flush(1);
+	}
+}
+
+/* zlib.output_compression as php.ini sets it for requests: it starts
+ * compressing once $_SERVER says what the client accepts, as zlib's own
+ * request startup does after the request's variables are made. */
+static void start_compression(void)
+{
+	zend_string *compression = request_setting(ZEND_STRL("hearth.zlib_output_compression"));
+	if (!compression || ZSTR_LEN(compression) == 0 || zend_string_equals_literal(compression, "0")
+		|| zend_string_equals_literal_ci(compression, "off")) {
+		return;
+	}
+	zend_string *name = zend_string_init(ZEND_STRL("zlib.output_compression"), 0);
+	zend_alter_ini_entry_chars(name, ZSTR_VAL(compression), ZSTR_LEN(compression), PHP_INI_USER, PHP_INI_STAGE_RUNTIME);
+	zend_string_release(name);
+}
+
+static void response_release(void)
+{
+	if (!resp.active) {
+		return;
+	}
+	resp.active = false;
+	resp.done = false;
+	resp.head_held = false;
+	resp.body_at = NO_FRAME;
+	SG(request_info).no_headers = resp.saved_no_headers;
+	free(resp.drop);
+	resp.drop = NULL;
+	resp.drop_len = 0;
+	resp.buf.len = 0;
+	if (resp.buf.cap > 64 * 1024) {
+		/* A large response's buffer goes with it, as with a request. */
+		free(resp.buf.data);
+		resp.buf.data = NULL;
+		resp.buf.cap = 0;
+	}
+}
+
+/* Every buffer ended into the response, and the head out if no output
+ * has sent it: what PHP does when a request ends. */
+static void response_output_end(void)
+{
+	if (!resp.active || resp.done) {
+		return;
+	}
+	php_output_end_all();
+	if (!SG(headers_sent)) {
+		sapi_send_headers();
+	}
+}
+
+/* }}} */
+
 /* {{{ proto void hearth_request_begin(array $params, array $server, string $body, ?string $bodyFile)
    Makes the request's globals with PHP's own request startup. $params are
    the request's CGI parameters, $server is $_SERVER as the library composed
@@ -623,6 +1008,9 @@ PHP_FUNCTION(hearth_request_begin)
 		sapi_module.input_filter_init();
 	}
 	build_globals();
+	if (resp.active) {
+		start_compression();
+	}
 	startup_leave(&scope);
 }
 /* }}} */
@@ -674,63 +1062,118 @@ PHP_FUNCTION(hearth_request_shutdown_functions)
 }
 /* }}} */
 
-/* {{{ proto bool hearth_response_head()
-   What PHP does to the response head when it sends it: adds its default
-   Content-Type to the header list (unless the app has set one, even if it
-   removed it since), then calls the callback of header_register_callback()
-   (once). Returns false: the list is complete, the caller adds nothing. */
-PHP_FUNCTION(hearth_response_head)
+/* {{{ proto void hearth_response_begin(int $id)
+   Starts the response of request $id as PHP starts a request's output:
+   a fresh output layer with php.ini's default buffer, no headers sent.
+   Call it before hearth_request_begin(). */
+PHP_FUNCTION(hearth_response_begin)
+{
+	zend_long id;
+
+	ZEND_PARSE_PARAMETERS_START(1, 1)
+		Z_PARAM_LONG(id)
+	ZEND_PARSE_PARAMETERS_END();
+
+	hook_output();
+	response_release();
+	/* Whatever was printed between requests goes to the log, and the
+	 * output layer starts again, as at a request's startup. */
+	php_output_end_all();
+	php_output_deactivate();
+	php_output_activate();
+	SG(headers_sent) = 0;
+	resp.saved_no_headers = SG(request_info).no_headers;
+	SG(request_info).no_headers = 0;
+	resp.id = (uint32_t) id;
+	resp.failed = false;
+	resp.done = false;
+	resp.head_held = false;
+	resp.body_at = NO_FRAME;
+	resp.buf.len = 0;
+	resp.active = true;
+	start_output();
+}
+/* }}} */
+
+/* {{{ proto void hearth_response_drop_header(string $line)
+   The head leaves out the first header line that is $line, or $line and
+   attributes after a ";": the session cookie the worker's own session_id()
+   call made PHP send, which PHP would not send to a client whose cookie
+   carried that id. */
+PHP_FUNCTION(hearth_response_drop_header)
+{
+	zend_string *line;
+
+	ZEND_PARSE_PARAMETERS_START(1, 1)
+		Z_PARAM_STR(line)
+	ZEND_PARSE_PARAMETERS_END();
+
+	if (!resp.active) {
+		return;
+	}
+	free(resp.drop);
+	resp.drop = malloc(ZSTR_LEN(line));
+	resp.drop_len = resp.drop ? ZSTR_LEN(line) : 0;
+	if (resp.drop) {
+		memcpy(resp.drop, ZSTR_VAL(line), ZSTR_LEN(line));
+	}
+}
+/* }}} */
+
+/* {{{ proto void hearth_response_output_end()
+   Ends every output buffer into the response and sends the headers if no
+   output has, as at the end of a PHP request. */
+PHP_FUNCTION(hearth_response_output_end)
 {
 	ZEND_PARSE_PARAMETERS_NONE();
-	/* As sapi_send_headers(): PHP's default Content-Type joins the header
-	 * list first, where the callback sees it in headers_list(). */
-	if (SG(sapi_headers).send_default_content_type) {
-		char *mimetype = sapi_get_default_content_type();
-		if (mimetype && *mimetype) {
-			char *line;
-			size_t len = spprintf(&line, 0, "Content-type: %s", mimetype);
-			sapi_header_line ctr = {0};
-			ctr.line = line;
-			ctr.line_len = len;
-			sapi_header_op(SAPI_HEADER_REPLACE, &ctr);
-			efree(line);
-		}
-		if (mimetype) {
-			efree(mimetype);
-		}
-		SG(sapi_headers).send_default_content_type = 0;
+	response_output_end();
+}
+/* }}} */
+
+/* {{{ proto bool hearth_response_end(int $flags)
+   Ends the response with an END frame of $flags: what is held goes to
+   Hearth. With the DETACHED flag (fastcgi_finish_request()) the request
+   goes on and its output is dropped. False when Hearth could not be
+   written to. */
+PHP_FUNCTION(hearth_response_end)
+{
+	zend_long flags;
+
+	ZEND_PARSE_PARAMETERS_START(1, 1)
+		Z_PARAM_LONG(flags)
+	ZEND_PARSE_PARAMETERS_END();
+
+	if (!resp.active) {
+		RETURN_TRUE;
 	}
-	if (Z_TYPE(SG(callback_func)) != IS_UNDEF) {
-		zval callback;
-		ZVAL_COPY_VALUE(&callback, &SG(callback_func));
-		ZVAL_UNDEF(&SG(callback_func));
-		zend_fcall_info fci;
-		zend_fcall_info_cache fcc;
-		char *error = NULL;
-		zval retval;
-		if (zend_fcall_info_init(&callback, 0, &fci, &fcc, NULL, &error) == SUCCESS) {
-			fci.retval = &retval;
-			if (zend_call_function(&fci, &fcc) == SUCCESS) {
-				zval_ptr_dtor(&retval);
-			}
-		} else {
-			php_error_docref(NULL, E_WARNING, "Could not call the sapi_header_callback");
-		}
-		if (error) {
-			efree(error);
-		}
-		zval_ptr_dtor(&callback);
+	if (!resp.done) {
+		response_output_end();
+		frame_start(KIND_END, (uint16_t) flags);
+		out_send(true);
+		resp.done = true;
 	}
-	RETURN_BOOL(SG(sapi_headers).send_default_content_type);
+	bool ok = !resp.failed;
+	if (!(flags & FLAG_DETACHED)) {
+		response_release();
+		/* Between requests the output layer is as after a request's
+		 * shutdown: nothing sent, so the library can put back settings
+		 * PHP refuses to change once output has gone
+		 * (zlib.output_compression). */
+		php_output_deactivate();
+		php_output_activate();
+	}
+	RETURN_BOOL(ok);
 }
 /* }}} */
 
 /* {{{ proto void hearth_request_end()
    Ends the request hearth_request_begin() started: deletes the uploads the
-   app did not move, closes the body, puts back the worker's own request. */
+   app did not move, closes the body, puts back the worker's own request,
+   and forgets its response. */
 PHP_FUNCTION(hearth_request_end)
 {
 	ZEND_PARSE_PARAMETERS_NONE();
+	response_release();
 	request_end();
 }
 /* }}} */
@@ -747,21 +1190,43 @@ ZEND_END_ARG_INFO()
 
 #define arginfo_hearth_request_shutdown_functions arginfo_hearth_request_end
 
-ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_hearth_response_head, 0, 0, _IS_BOOL, 0)
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_hearth_response_begin, 0, 1, IS_VOID, 0)
+	ZEND_ARG_TYPE_INFO(0, id, IS_LONG, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_hearth_response_drop_header, 0, 1, IS_VOID, 0)
+	ZEND_ARG_TYPE_INFO(0, line, IS_STRING, 0)
+ZEND_END_ARG_INFO()
+
+#define arginfo_hearth_response_output_end arginfo_hearth_request_end
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_hearth_response_end, 0, 1, _IS_BOOL, 0)
+	ZEND_ARG_TYPE_INFO(0, flags, IS_LONG, 0)
 ZEND_END_ARG_INFO()
 
 static const zend_function_entry hearth_functions[] = {
+	PHP_FE(hearth_response_begin, arginfo_hearth_response_begin)
+	PHP_FE(hearth_response_drop_header, arginfo_hearth_response_drop_header)
+	PHP_FE(hearth_response_output_end, arginfo_hearth_response_output_end)
+	PHP_FE(hearth_response_end, arginfo_hearth_response_end)
 	PHP_FE(hearth_request_begin, arginfo_hearth_request_begin)
 	PHP_FE(hearth_request_shutdown_functions, arginfo_hearth_request_shutdown_functions)
-	PHP_FE(hearth_response_head, arginfo_hearth_response_head)
 	PHP_FE(hearth_request_end, arginfo_hearth_request_end)
 	PHP_FE_END
 };
+
+static PHP_RINIT_FUNCTION(hearth)
+{
+	exiting = false;
+	return SUCCESS;
+}
 
 /* The worker exits in the middle of a request (exit, a fatal error): give
  * PHP back its own request before it shuts down. */
 static PHP_RSHUTDOWN_FUNCTION(hearth)
 {
+	exiting = true;
+	response_release();
 	request_end();
 	return SUCCESS;
 }
@@ -780,8 +1245,8 @@ zend_module_entry hearth_module_entry = {
 	hearth_functions,
 	NULL,
 	NULL,
+	PHP_RINIT(hearth),
 	PHP_RSHUTDOWN(hearth),
-	NULL,
 	PHP_MINFO(hearth),
 	PHP_HEARTH_VERSION,
 	STANDARD_MODULE_PROPERTIES

@@ -34,6 +34,14 @@ pub fn hearth_bin() -> PathBuf {
 }
 
 /// The PHP binary workers use (HEARTH_TEST_PHP overrides).
+/// Whether the suites run on the PHP library's own request startup and
+/// output (HEARTH_TEST_PHP_EXTENSION=off) rather than the Hearth
+/// extension's.
+#[allow(dead_code)]
+pub fn without_extension() -> bool {
+    std::env::var("HEARTH_TEST_PHP_EXTENSION").is_ok_and(|v| v == "off")
+}
+
 pub fn php_binary() -> String {
     std::env::var("HEARTH_TEST_PHP").unwrap_or_else(|_| "php-cgi".into())
 }

@@ -22,7 +22,20 @@ pub struct PhpInfo {
     pub extension: Option<PathBuf>,
     /// Workers run PHP's own request startup (the Hearth extension).
     pub native: bool,
+    /// php.ini's settings of [`REQUEST_OUTPUT`], which the extension gives
+    /// each request (the worker process itself runs with Hearth's).
+    pub request_output: Vec<(String, String)>,
 }
+
+/// The settings that shape a request's output. Workers run with their own
+/// values of these, so that what the app prints while booting is caught
+/// and logged; with the Hearth extension each request gets php.ini's.
+pub const REQUEST_OUTPUT: [&str; 4] = [
+    "output_buffering",
+    "output_handler",
+    "implicit_flush",
+    "zlib.output_compression",
+];
 
 /// What one run of the probe script said.
 struct Probed {
@@ -31,6 +44,8 @@ struct Probed {
     disable_functions: String,
     /// The version of the Hearth extension, when it is loaded.
     extension: Option<String>,
+    /// php.ini's [`REQUEST_OUTPUT`] settings.
+    request_output: Vec<(String, String)>,
     /// What PHP said at startup (an extension it could not load).
     stderr: String,
 }
@@ -51,6 +66,7 @@ impl PhpInfo {
             disable_functions: plain.disable_functions.clone(),
             extension: None,
             native: false,
+            request_output: plain.request_output.clone(),
         };
         let candidate = match &config.extension {
             Extension::Off => return Ok(info),
@@ -131,7 +147,9 @@ async fn probe_once(
     script.write_all(
         b"<?php echo 'version=', PHP_VERSION, \"\\n\", 'sapi=', PHP_SAPI, \"\\n\", \
           'disable_functions=', ini_get('disable_functions'), \"\\n\", \
-          'hearth=', phpversion('hearth'), \"\\n\";",
+          'hearth=', phpversion('hearth'), \"\\n\"; \
+          foreach (['output_buffering', 'output_handler', 'implicit_flush', 'zlib.output_compression'] as $n) \
+          { echo 'ini.', $n, '=', str_replace(\"\\n\", ' ', (string) ini_get($n)), \"\\n\"; }",
     )?;
     script.flush()?;
     let mut cmd = tokio::process::Command::new(binary);
@@ -173,6 +191,13 @@ async fn probe_once(
             sapi,
             disable_functions: field("disable_functions").unwrap_or_default(),
             extension: field("hearth").filter(|v| !v.is_empty()),
+            request_output: REQUEST_OUTPUT
+                .iter()
+                .map(|name| {
+                    let value = field(&format!("ini.{name}")).unwrap_or_default();
+                    ((*name).to_owned(), value)
+                })
+                .collect(),
             stderr: stderr.trim().to_owned(),
         }),
         _ => Err(Error::boot(format!(
@@ -360,6 +385,12 @@ fn keep_only_standard_descriptors(cmd: &mut tokio::process::Command) {
     }
 }
 
+/// The name under which the extension reads php.ini's `name` for requests:
+/// `hearth.zlib_output_compression` for `zlib.output_compression`.
+pub fn request_output_setting(name: &str) -> String {
+    format!("hearth.{}", name.replace('.', "_"))
+}
+
 /// The command that starts one worker, running the app from `paths`. Its
 /// channel is attached by the caller (on standard input).
 pub(crate) fn worker_command(
@@ -400,11 +431,27 @@ pub(crate) fn worker_command(
         // php.ini may load it; the library leaves it unused.
         ini.push(("hearth.native".to_owned(), "0".to_owned()));
     }
+    if info.native {
+        // The request's own output settings, for the extension to start
+        // each request with; a configured one counts over php.ini's.
+        for (name, value) in &info.request_output {
+            let value = config
+                .ini
+                .iter()
+                .rev()
+                .find(|(n, _)| n == name)
+                .map_or(value, |(_, v)| v);
+            ini.push((request_output_setting(name), value.clone()));
+        }
+    }
     ini.extend(
         config
             .ini
             .iter()
-            .filter(|(name, _)| name != "disable_functions")
+            .filter(|(name, _)| {
+                name != "disable_functions"
+                    && !(info.native && REQUEST_OUTPUT.contains(&name.as_str()))
+            })
             .cloned(),
     );
     for (name, value) in &ini {

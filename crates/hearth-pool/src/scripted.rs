@@ -44,6 +44,7 @@ fn pool(workers: usize, tune: impl FnOnce(&mut PoolConfig)) -> Arc<Shared> {
         version: "8.2.0".to_owned(),
         sapi: "cgi-fcgi".to_owned(),
         disable_functions: String::new(),
+        request_output: Vec::new(),
         extension: None,
         native: false,
     };

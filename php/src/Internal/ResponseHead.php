@@ -15,12 +15,7 @@ namespace Hearth\Internal;
  */
 final class ResponseHead
 {
-    /**
-     * @param bool $native the Hearth extension is in use: it calls the
-     *                     header_register_callback() callback and knows
-     *                     whether PHP would add its default Content-Type
-     */
-    public function __construct(private readonly bool $exposePhp, private readonly bool $native = false)
+    public function __construct(private readonly bool $exposePhp)
     {
     }
 
@@ -35,21 +30,17 @@ final class ResponseHead
      */
     public function payload(?array $explicit, ?string $sessionName, ?string $cookieSessionId): string
     {
-        $defaultType = true;
         if ($explicit !== null) {
             [$status, $lines] = $explicit;
             $lines = $this->asHeaderWould($lines);
         } else {
-            if ($this->native) {
-                $defaultType = \hearth_response_head();
-            }
             $status = (int) http_response_code();
             $lines = headers_list();
             if ($sessionName !== null && $cookieSessionId !== null) {
                 $lines = self::withoutEchoedSessionCookie($lines, $sessionName, $cookieSessionId);
             }
         }
-        if ($defaultType && !self::hasContentType($lines)) {
+        if (!self::hasContentType($lines)) {
             $default = self::defaultContentType();
             if ($default !== '') {
                 $lines[] = $default;
@@ -118,8 +109,7 @@ final class ResponseHead
      */
     private static function withoutEchoedSessionCookie(array $lines, string $sessionName, string $sessionId): array
     {
-        // As PHP writes it: the name as it is, the id URL-encoded.
-        $cookie = 'Set-Cookie: ' . $sessionName . '=' . urlencode($sessionId);
+        $cookie = self::sessionCookie($sessionName, $sessionId);
         foreach ($lines as $i => $line) {
             if ($line === $cookie || str_starts_with($line, $cookie . ';')) {
                 unset($lines[$i]);
@@ -127,6 +117,12 @@ final class ResponseHead
             }
         }
         return $lines;
+    }
+
+    /** The Set-Cookie line of a session id, as PHP writes it: the name as it is, the id URL-encoded. */
+    public static function sessionCookie(string $sessionName, string $sessionId): string
+    {
+        return 'Set-Cookie: ' . $sessionName . '=' . urlencode($sessionId);
     }
 
     /** @param list<string> $lines */

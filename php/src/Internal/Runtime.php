@@ -102,9 +102,14 @@ final class Runtime
     private function boot(): void
     {
         Log::startupOutput('output before Worker::serve(): ');
-        ob_start($this->onOutput(...), self::OUTPUT_CHUNK);
+        $this->native = function_exists('hearth_request_begin') && get_cfg_var('hearth.native') !== '0';
+        if (!$this->native) {
+            // With the extension, PHP's own output layer makes each
+            // response (hearth_response_begin()).
+            ob_start($this->onOutput(...), self::OUTPUT_CHUNK);
+        }
         register_shutdown_function($this->onShutdown(...));
-        $this->baseline = new Baseline(ob_get_level());
+        $this->baseline = new Baseline($this->native ? 0 : ob_get_level());
         $this->timeLimit = $this->baseline->timeLimit;
 
         Channel::hideEnvironment();
@@ -117,8 +122,7 @@ final class Runtime
         $this->partsLimit = $parts === false || (int) $parts < 0
             ? (int) ini_get('max_input_vars') + (int) ini_get('max_file_uploads')
             : (int) $parts;
-        $this->native = function_exists('hearth_request_begin') && get_cfg_var('hearth.native') !== '0';
-        $this->head = new ResponseHead((bool) ini_get('expose_php'), $this->native);
+        $this->head = new ResponseHead((bool) ini_get('expose_php'));
         $this->head->reset();
         $tmpDir = ini_get('upload_tmp_dir') ?: sys_get_temp_dir();
 
@@ -158,7 +162,14 @@ final class Runtime
 
     private function begin(Request $request): void
     {
-        if (ob_get_length()) {
+        if ($this->native) {
+            // Before the request's variables, as PHP starts its output
+            // layer before them.
+            \hearth_response_begin($request->id);
+            // Only now: the last response's headers were sent, and PHP
+            // keeps sent headers as they are.
+            $this->head->reset();
+        } elseif (ob_get_length()) {
             // Printed between requests (a destructor, a shutdown of a library).
             self::log('output between requests: ' . rtrim((string) ob_get_contents()));
             ob_clean();
@@ -200,6 +211,9 @@ final class Runtime
             $this->presetSessionName = $name;
             $this->presetSessionId = is_string($cookie) && $cookie !== '' ? $cookie : null;
             session_id($this->presetSessionId ?? '');
+            if ($this->native && $this->presetSessionId !== null) {
+                \hearth_response_drop_header(ResponseHead::sessionCookie($name, $this->presetSessionId));
+            }
         }
         if ($this->timeLimit > 0) {
             $this->renewTimeLimit();
@@ -316,6 +330,19 @@ final class Runtime
 
     private function sendResponse(int $flags): void
     {
+        if ($this->native) {
+            // As at the end of a PHP request: every buffer ends into the
+            // response, the session is written, the response ends.
+            \hearth_response_output_end();
+            if (!($flags & Frame::FLAG_DETACHED)) {
+                $this->closeSession();
+            }
+            $this->responseDone = true;
+            if (!\hearth_response_end($flags)) {
+                throw new \RuntimeException('writing to Hearth failed: the channel is closed');
+            }
+            return;
+        }
         if (!$this->baseline->flushAppBuffers()) {
             $this->closeAfter = true;
             if (!($flags & Frame::FLAG_DETACHED)) {
@@ -478,7 +505,7 @@ final class Runtime
             return;
         }
         FailureReport::send($this->channel, $this->requestId, $e, $this->method, $this->uri);
-        if (!$this->headSent && self::failureIs500()) {
+        if (!$this->headersGone() && self::failureIs500()) {
             http_response_code(500);
         }
         FailureReport::showAsPhpWould($e);
@@ -494,8 +521,17 @@ final class Runtime
         $error = FailureReport::fatalAtShutdown();
         if ($error !== null) {
             FailureReport::send($this->channel, $this->requestId, $error, $this->method, $this->uri);
-            if (!$this->headSent && self::failureIs500()) {
+            if (!$this->headersGone() && self::failureIs500()) {
                 http_response_code(500);
+            }
+        }
+        if ($this->native && !$this->responseDone) {
+            // The request's own shutdown functions would run after this
+            // one, the worker's; their output is the response's.
+            try {
+                \hearth_request_shutdown_functions();
+            } catch (\Throwable $e) {
+                $this->uncaught($e);
             }
         }
         $this->closeAfter = true;
@@ -510,14 +546,17 @@ final class Runtime
     /** Puts back what the request changed, so the next one starts clean. */
     private function reset(): void
     {
-        if (!$this->baseline->discardAppBuffers() || $this->bufferLost) {
+        if ($this->native) {
+            // hearth_response_end() ended every buffer.
+        } elseif (!$this->baseline->discardAppBuffers() || $this->bufferLost) {
             $this->closeAfter = true;
         } else {
             $this->shrinkOutputBuffer();
         }
-        $this->head->reset();
         if ($this->native) {
             \hearth_request_end();
+        } else {
+            $this->head->reset();
         }
         if (InputStream::isInstalled()) {
             InputStream::uninstall();
@@ -540,6 +579,12 @@ final class Runtime
         return !$displayed && http_response_code() === 200;
     }
 
+    /** Whether the response's head has gone, and header() no longer counts. */
+    private function headersGone(): bool
+    {
+        return $this->native ? headers_sent() : $this->headSent;
+    }
+
     /** begin() renews the time limit through this. */
     private function renewTimeLimit(): void
     {
@@ -558,6 +603,17 @@ final class Runtime
      */
     public function setHead(int $status, array $lines): void
     {
+        if ($this->native) {
+            // PHP's own head: header() as a PSR-7 emitter calls it.
+            http_response_code($status);
+            $seen = [];
+            foreach ($lines as $line) {
+                $name = strtolower(strstr($line, ':', true) ?: $line);
+                header($line, !isset($seen[$name]));
+                $seen[$name] = true;
+            }
+            return;
+        }
         $this->explicitHead = [$status, $lines];
     }
 
