@@ -61,6 +61,28 @@ fn one_large_echo_streams_out_whole_and_the_worker_serves_on() {
     assert!(logged < 16 << 10, "{logged} bytes logged");
 }
 
+/// A response whose head PHP sends with its default Content-Type, as
+/// output leaves PHP's buffers: PHP keeps that type for the request, and
+/// the worker's request, which is the worker's life, must not keep one per
+/// response (it did: 32 bytes a request).
+#[test]
+fn responses_leave_no_memory_behind_in_the_worker() {
+    let server = Server::start(&fixture("process.php"), &["--workers", "1"]);
+    let usage = || server.get("/peak").json()["usage"].as_u64().expect("usage");
+    for _ in 0..20 {
+        assert_eq!(server.get("/echo?n=100000").status, 200);
+    }
+    let before = usage();
+    for _ in 0..300 {
+        assert_eq!(server.get("/echo?n=100000").status, 200);
+    }
+    let after = usage();
+    assert!(
+        after <= before + 1024,
+        "memory_get_usage() went from {before} to {after} over 300 responses"
+    );
+}
+
 /// Issue 16 (10): an echo larger than memory_limit allows fails as under
 /// php-fpm, and the response it was writing never reaches the log: what
 /// PHP's own output gets after the fatal error is logged as a short

@@ -1082,6 +1082,12 @@ PHP_FUNCTION(hearth_response_begin)
 	php_output_deactivate();
 	php_output_activate();
 	SG(headers_sent) = 0;
+	/* sapi_send_headers() keeps the default Content-Type it sent here;
+	 * sapi_deactivate() would free it at the end of a request. */
+	if (SG(sapi_headers).mimetype) {
+		efree(SG(sapi_headers).mimetype);
+		SG(sapi_headers).mimetype = NULL;
+	}
 	resp.saved_no_headers = SG(request_info).no_headers;
 	SG(request_info).no_headers = 0;
 	resp.id = (uint32_t) id;
