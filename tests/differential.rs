@@ -618,6 +618,19 @@ fn output_buffering_and_sent_headers_match() {
             both.expect(path, 200);
         }
     }
+    // ob_gzhandler compresses for a client that accepts gzip, as PHP's
+    // own handler does under php-fpm, and leaves the others alone.
+    for accept in ["gzip", "deflate", ""] {
+        let mut req = Req::new("GET", "/output/gzhandler");
+        if !accept.is_empty() {
+            req = req.header("Accept-Encoding", accept);
+        }
+        let (f, h) = both.send(&req);
+        same(&format!("ob_gzhandler, Accept-Encoding {accept:?}"), &f, &h);
+        if accept == "gzip" {
+            assert_eq!(h.header("content-encoding"), Some("gzip"));
+        }
+    }
     // The answers say what they should, not merely the same thing.
     let h = both.hearth.get("/output/header-after-buffer");
     assert!(
