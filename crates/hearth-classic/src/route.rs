@@ -75,8 +75,8 @@ pub enum Route {
     /// Run this PHP script with these FastCGI parameters.
     Php(PhpTarget),
     /// 301 to this location (path and query, no scheme or host): nginx's
-    /// static module answers so for a directory asked without its slash.
-    /// Bytes, like `$uri`: nginx puts the decoded path in `Location`.
+    /// static module answers so for a directory asked without its slash,
+    /// the path escaped as nginx escapes it and the query string as sent.
     Redirect(Vec<u8>),
     /// 404.
     NotFound,
@@ -208,8 +208,8 @@ impl Router {
             Ok(meta) if meta.is_dir() => {
                 if !is_dir_uri {
                     // ngx_http_static_handler: 301 to the path with a slash,
-                    // the query string kept.
-                    let mut location = uri.to_vec();
+                    // escaped (NGX_ESCAPE_URI), the query string kept.
+                    let mut location = escape_uri(uri);
                     location.push(b'/');
                     if !query.is_empty() {
                         location.push(b'?');
@@ -353,6 +353,21 @@ pub(crate) fn split_path_info(uri: &[u8]) -> (&[u8], &[u8]) {
         }
     }
     (uri, b"")
+}
+
+/// `ngx_escape_uri(.., NGX_ESCAPE_URI)` as nginx 1.22 applies it to a
+/// redirect: control bytes, space, `"#%<>?\^`{|}`, DEL and every non-ASCII
+/// byte as `%XX` (upper-case hex); `'[]!$&()*+,;=:@~` stay as they are.
+fn escape_uri(uri: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(uri.len());
+    for &b in uri {
+        if b <= b' ' || b"\"#%<>?\\^`{|}".contains(&b) || b >= 0x7f {
+            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+        } else {
+            out.push(b);
+        }
+    }
+    out
 }
 
 /// Whether a segment of `uri` starts with `.` (a dotfile or dot directory),
@@ -672,6 +687,14 @@ mod tests {
         ] {
             assert!(!is_php_location(no.as_bytes()), "{no:?}");
         }
+    }
+
+    #[test]
+    fn redirects_are_escaped_as_nginx_escapes_them() {
+        assert_eq!(
+            escape_uri(b"/a b/\xc3\xa9#%?\"+\x7f\n<>\\^`{|}'[]!$&()*,;=:@~"),
+            b"/a%20b/%C3%A9%23%25%3F%22+%7F%0A%3C%3E%5C%5E%60%7B%7C%7D'[]!$&()*,;=:@~"
+        );
     }
 
     #[test]
