@@ -13,6 +13,10 @@
 # pm.max_requests (default 0, never recycle), and CLIENT_MAX_BODY_SIZE
 # nginx's client_max_body_size (default nginx's own, 1m). Access logs are
 # off on both sides of any comparison, so neither pays for them.
+# NGINX_SITE=classic serves DOCROOT as a classic multi-script site instead:
+# `index index.php index.html`, `try_files $uri $uri/ /SCRIPT?$query_string`
+# and every existing `.php` file run through snippets/fastcgi-php.conf
+# (the configuration Hearth's classic mode follows).
 set -euo pipefail
 
 die() { echo "nginx-fpm.sh: $*" >&2; exit 1; }
@@ -24,6 +28,29 @@ find_fpm() {
         done
     done
     die "php-fpm not found (apt-get install php8.2-fpm)"
+}
+
+# The index and the locations before the PHP one, and the PHP location's
+# opening line, for NGINX_SITE (front-controller by default, or classic).
+site_locations() {
+    local script=$1
+    case "${NGINX_SITE:-front-controller}" in
+        front-controller)
+            echo "        index $script;"
+            echo '        location / {'
+            echo '            try_files $uri /'"$script"'$is_args$args;'
+            echo '        }'
+            echo '        location ~ \.php$ {'
+            ;;
+        classic)
+            echo '        index index.php index.html;'
+            echo '        location / {'
+            echo '            try_files $uri $uri/ /'"$script"'?$query_string;'
+            echo '        }'
+            echo '        location ~ [^/]\.php(/|$) {'
+            ;;
+        *) die "NGINX_SITE must be front-controller or classic, not $NGINX_SITE" ;;
+    esac
 }
 
 start() {
@@ -84,11 +111,7 @@ http {
         listen 127.0.0.1:$port;
         server_name localhost;
         root $docroot;
-        index $script;
-        location / {
-            try_files \$uri /$script\$is_args\$args;
-        }
-        location ~ \.php\$ {
+$(site_locations "$script")
             include snippets/fastcgi-php.conf;
             fastcgi_pass unix:$state/php-fpm.sock;
         }
