@@ -71,6 +71,11 @@ impl Site {
         );
         site.script("slow.php", r#"<?php sleep(10); echo 'never';"#);
         site.script(
+            "answer_first.php",
+            r#"<?php echo str_repeat('x', 1 << 20); flush();
+            $in = file_get_contents('php://input'); echo ' ', md5($in), ' ', strlen($in);"#,
+        );
+        site.script(
             "lib.php",
             r#"<?php function lib_loaded(): bool { return true; }"#,
         );
@@ -254,6 +259,38 @@ async fn flushed_output_arrives_before_the_script_ends() {
     );
     site.open_gate("stream-gate");
     assert_eq!(body(&mut response).await, "released");
+    stop(pool).await;
+}
+
+#[tokio::test]
+async fn a_script_answering_without_reading_its_body_does_not_deadlock() {
+    // PHP reads a POST body at request startup, unless it is larger than
+    // post_max_size (8M in Debian's php.ini): then the script runs with
+    // the body unread (php://input reads it when asked). Its 1 MiB answer
+    // and the 9 MiB body both exceed the socket buffers, so the body must
+    // be sent while the answer is read.
+    let site = Site::new();
+    let pool = Pool::start(&config(1)).await.expect("start");
+    let data = vec![b'z'; 9 * 1024 * 1024];
+    let mut params = site.params("POST", "answer_first.php", "");
+    params.push(("CONTENT_TYPE".into(), "application/octet-stream".into()));
+    params.push(("CONTENT_LENGTH".into(), data.len().to_string()));
+    let expected = format!(" {:x} {}", md5(&data), data.len());
+    let mut response = fastcgi::request(
+        pool.socket(),
+        &params,
+        std::io::Cursor::new(data),
+        &limits(),
+    )
+    .await
+    .expect("request");
+    let text = body(&mut response).await;
+    assert!(
+        text.ends_with(&expected),
+        "{:?}",
+        &text[text.len().saturating_sub(100)..]
+    );
+    assert_eq!(text.len(), (1 << 20) + expected.len());
     stop(pool).await;
 }
 
@@ -491,6 +528,59 @@ async fn reload_lets_a_request_in_flight_finish_and_serves_after() {
         .expect("after reload");
     assert_eq!(body(&mut next).await, "tea");
     stop(pool).await;
+}
+
+#[tokio::test]
+async fn reload_with_no_process_control_timeout_cuts_the_request_in_flight() {
+    // php-fpm's own default, process_control_timeout = 0: on SIGUSR2 the
+    // master does not wait for children in a request.
+    let site = Site::new();
+    let mut config = config(1);
+    config.process_control_timeout = Duration::ZERO;
+    let mut pool = Pool::start(&config).await.expect("start");
+    let mut hold = get(&pool, &site, "hold.php", "gate=cut-gate")
+        .await
+        .expect("hold");
+    first_line(&mut hold).await;
+    pool.reload(Duration::from_secs(20)).await.expect("reload");
+    let err = hold.chunk().await.expect_err("the request was cut");
+    assert!(err.is_upstream(), "{err}");
+    let mut next = get(&pool, &site, "teapot.php", "")
+        .await
+        .expect("after reload");
+    assert_eq!(body(&mut next).await, "tea");
+    stop(pool).await;
+}
+
+#[tokio::test]
+async fn dynamic_pool_starts_its_start_servers() {
+    let mut config = config(1);
+    config.process_manager = ProcessManager::Dynamic {
+        max_children: 4,
+        start: 2,
+        min_spare: 1,
+        max_spare: 3,
+    };
+    let pool = Pool::start(&config).await.expect("start");
+    assert_eq!(pool.children().await.expect("children").len(), 2);
+    stop(pool).await;
+}
+
+#[tokio::test]
+async fn the_master_exiting_is_noticed_with_its_status_and_last_lines() {
+    let pool = Pool::start(&config(1)).await.expect("start");
+    std::process::Command::new("kill")
+        .args(["-KILL", &pool.pid().to_string()])
+        .status()
+        .expect("kill");
+    let err = tokio::time::timeout(Duration::from_secs(20), pool.exited())
+        .await
+        .expect("noticed");
+    assert!(err.is_exited(), "{err}");
+    assert!(
+        err.to_string().contains("ready to handle connections"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -3,8 +3,11 @@
 //!
 //! Written by hand rather than taken from `fastcgi-client` (0.12): that
 //! crate sends the whole request body before it reads any of the
-//! response, so a script that writes more than a socket buffer before
-//! reading its body deadlocks; its params are a `HashMap` of UTF-8 strings
+//! response, so a script that writes more than the socket buffers hold
+//! before PHP has read the body deadlocks (PHP leaves a body larger than
+//! `post_max_size` unread at startup; the test
+//! `a_script_answering_without_reading_its_body_does_not_deadlock` stalls
+//! with send-then-read); its params are a `HashMap` of UTF-8 strings
 //! (no raw bytes, no order); and its response stream ends as if complete
 //! when php-fpm closes the connection without FCGI_END_REQUEST (a child
 //! killed by `request_terminate_timeout`), and reads 8 KiB per record it
