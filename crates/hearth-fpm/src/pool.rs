@@ -248,7 +248,7 @@ impl Pool {
     /// same configuration, keeps its listening socket, and replaces its
     /// children; a child in a request gets `process_control_timeout` to
     /// finish it. Returns once the new master is ready.
-    pub async fn reload(&mut self, wait: Duration) -> Result<(), Error> {
+    pub async fn reload(&self, wait: Duration) -> Result<(), Error> {
         let before = *self.ready.borrow();
         kill_process(self.pid, Signal::USR2)
             .map_err(|e| Error::io("signalling php-fpm", e.into()))?;
@@ -315,9 +315,10 @@ impl Pool {
         Ok(page.processes)
     }
 
-    async fn wait_ready(&mut self, before: u64, wait: Duration) -> Result<(), Error> {
+    async fn wait_ready(&self, before: u64, wait: Duration) -> Result<(), Error> {
         let mut exit = self.exit.clone();
-        let ready = self.ready.wait_for(|&n| n > before);
+        let mut ready = self.ready.clone();
+        let ready = ready.wait_for(|&n| n > before);
         tokio::select! {
             ready = timeout(wait, ready) => match ready {
                 Ok(Ok(_)) => Ok(()),

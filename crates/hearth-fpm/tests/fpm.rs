@@ -484,7 +484,7 @@ async fn the_private_directory_and_socket_are_hearths_alone() {
 #[tokio::test]
 async fn reload_lets_a_request_in_flight_finish_and_serves_after() {
     let site = Site::new();
-    let mut pool = Pool::start(&config(2)).await.expect("start");
+    let pool = Pool::start(&config(2)).await.expect("start");
     let master = pool.pid();
     let before: Vec<u32> = pool
         .children()
@@ -499,13 +499,14 @@ async fn reload_lets_a_request_in_flight_finish_and_serves_after() {
     first_line(&mut hold).await;
     // The master re-executes only once its children have exited, so the
     // request in flight is let go while the reload waits.
-    let gate = site.path("reload-gate");
-    let opener = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        std::fs::write(gate, "open").expect("gate");
-    });
-    pool.reload(Duration::from_secs(20)).await.expect("reload");
-    opener.await.expect("opener");
+    let open_gate = async {
+        let reloading = until(|| pool.log_tail().contains("Reloading in progress")).await;
+        site.open_gate("reload-gate");
+        reloading
+    };
+    let (reloaded, reloading) = tokio::join!(pool.reload(Duration::from_secs(20)), open_gate);
+    assert!(reloading, "{}", pool.log_tail());
+    reloaded.expect("reload");
     assert_eq!(
         body(&mut hold).await,
         "released",
@@ -537,7 +538,7 @@ async fn reload_with_no_process_control_timeout_cuts_the_request_in_flight() {
     let site = Site::new();
     let mut config = config(1);
     config.process_control_timeout = Duration::ZERO;
-    let mut pool = Pool::start(&config).await.expect("start");
+    let pool = Pool::start(&config).await.expect("start");
     let mut hold = get(&pool, &site, "hold.php", "gate=cut-gate")
         .await
         .expect("hold");
