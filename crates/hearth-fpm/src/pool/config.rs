@@ -176,6 +176,12 @@ impl Config {
                 }
                 Some(_) => {}
             }
+        } else if let Some(user) = &self.user {
+            // php-fpm not running as root ignores `user` with a notice and
+            // runs the children as itself: say so rather than pretend.
+            return Err(Error::config(format!(
+                "user: children can run as {user:?} only when Hearth runs as root;                  leave it out to run them as Hearth's own user"
+            )));
         }
         for (field, name) in [("user", &self.user), ("group", &self.group)] {
             if let Some(name) = name {
