@@ -158,7 +158,69 @@ fn forwarded_https(parts: &Parts) -> Option<bool> {
 }
 
 /// Entries `write_server_vars` writes besides the `HTTP_*` ones.
-const FIXED_VARS: usize = 24;
+const FIXED_VARS: usize = NGINX_VARS + 3;
+
+/// Entries [`nginx_vars`] writes besides `HTTPS`, `HTTP_HOST` from the
+/// authority and the `HTTP_*` ones.
+const NGINX_VARS: usize = 21;
+
+/// Where the script of a request sits, as the FastCGI path parameters
+/// say it (all bytes, as nginx's variables are).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ScriptVars<'a> {
+    /// `PATH_INFO`.
+    pub path_info: &'a [u8],
+    /// `SCRIPT_FILENAME`.
+    pub script_filename: &'a [u8],
+    /// `SCRIPT_NAME`.
+    pub script_name: &'a [u8],
+    /// `DOCUMENT_URI`.
+    pub document_uri: &'a [u8],
+    /// `DOCUMENT_ROOT`.
+    pub document_root: &'a [u8],
+}
+
+impl<'a> ScriptVars<'a> {
+    /// A worker script as a front controller: no path info, the script's
+    /// name as `DOCUMENT_URI`.
+    fn of(script: &'a Script) -> ScriptVars<'a> {
+        ScriptVars {
+            path_info: b"",
+            script_filename: script.filename.as_bytes(),
+            script_name: script.name.as_bytes(),
+            document_uri: script.name.as_bytes(),
+            document_root: script.document_root.as_bytes(),
+        }
+    }
+}
+
+/// Where the variables nginx sends go: a worker's serialized
+/// `$_SERVER`, or a FastCGI request's params.
+pub(crate) trait VarSink {
+    fn put(&mut self, name: &[u8], value: &[u8]);
+}
+
+impl VarSink for PhpArrayWriter<'_> {
+    fn put(&mut self, name: &[u8], value: &[u8]) {
+        self.str(name, value);
+    }
+}
+
+impl VarSink for Vec<(Vec<u8>, Vec<u8>)> {
+    fn put(&mut self, name: &[u8], value: &[u8]) {
+        self.push((name.to_vec(), value.to_vec()));
+    }
+}
+
+/// Whether the request counts as https: the connection's TLS, or what a
+/// trusted proxy says.
+fn is_https(parts: &Parts, conn: &Connection) -> bool {
+    if conn.trusted {
+        forwarded_https(parts).unwrap_or(conn.https)
+    } else {
+        conn.https
+    }
+}
 
 /// Appends the request's `$_SERVER`, serialized, to `dst` (the worker's
 /// write buffer: nothing is built elsewhere and copied).
@@ -174,9 +236,68 @@ pub(crate) fn write_server_vars(
     body_len: Option<usize>,
     now: SystemTime,
 ) {
+    let count = FIXED_VARS
+        + usize::from(is_https(parts, conn))
+        + usize::from(authority_as_host(parts).is_some())
+        + parts.headers.keys().filter(|n| passes(n)).count();
+    let mut vars = PhpArrayWriter::new(dst, count);
+    nginx_vars(
+        &mut vars,
+        parts,
+        conn,
+        server,
+        ScriptVars::of(script),
+        None,
+        body_len,
+    );
+    let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let micros = since_epoch.as_micros() as f64 / 1_000_000.0;
+    vars.str(b"PHP_SELF", script.name.as_bytes())
+        .float(b"REQUEST_TIME_FLOAT", micros)
+        .int(b"REQUEST_TIME", since_epoch.as_secs() as i64);
+    vars.finish();
+}
+
+/// The FastCGI params nginx sends to php-fpm for a classic request
+/// (`snippets/fastcgi-php.conf`'s `PATH_INFO`, then `fastcgi.conf`, then
+/// the request headers), with `script`'s path parameters and `query` as
+/// `QUERY_STRING`. PHP adds `PHP_SELF` and `REQUEST_TIME*` itself.
+pub(crate) fn fastcgi_params(
+    parts: &Parts,
+    conn: &Connection,
+    server: &ServerInfo,
+    script: ScriptVars<'_>,
+    query: &[u8],
+    body_len: Option<usize>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut params = Vec::with_capacity(NGINX_VARS + 2 + parts.headers.len());
+    nginx_vars(
+        &mut params,
+        parts,
+        conn,
+        server,
+        script,
+        Some(query),
+        body_len,
+    );
+    params
+}
+
+/// The variables nginx's `fastcgi.conf` and the request headers give, in
+/// nginx's order, into `vars`. `query` replaces the request's query string
+/// when given.
+fn nginx_vars(
+    vars: &mut impl VarSink,
+    parts: &Parts,
+    conn: &Connection,
+    server: &ServerInfo,
+    script: ScriptVars<'_>,
+    query: Option<&[u8]>,
+    body_len: Option<usize>,
+) {
     // The target as sent when hyper got a re-encoded one, as nginx passes
     // it; otherwise hyper's, which is the same bytes.
-    let (request_uri, query) = match parts.extensions.get::<RawTarget>() {
+    let (request_uri, own_query) = match parts.extensions.get::<RawTarget>() {
         Some(RawTarget(raw)) => (&raw[..], target::query(raw)),
         None => (
             parts
@@ -186,6 +307,7 @@ pub(crate) fn write_server_vars(
             parts.uri.query().unwrap_or("").as_bytes(),
         ),
     };
+    let query = query.unwrap_or(own_query);
     let content_type = parts
         .headers
         .get(http::header::CONTENT_TYPE)
@@ -204,50 +326,35 @@ pub(crate) fn write_server_vars(
         .then(|| forwarded_client(parts, &server.trusted_proxies))
         .flatten();
     let remote_addr = forwarded_addr.as_deref().unwrap_or(&conn.remote_addr);
-    let https = if conn.trusted {
-        forwarded_https(parts).unwrap_or(conn.https)
-    } else {
-        conn.https
-    };
-    let count = FIXED_VARS
-        + usize::from(https)
-        + usize::from(authority.is_some())
-        + parts.headers.keys().filter(|n| passes(n)).count();
-    let mut vars = PhpArrayWriter::new(dst, count);
-    vars.str(b"PATH_INFO", b"")
-        .str(b"SCRIPT_FILENAME", script.filename.as_bytes())
-        .str(b"QUERY_STRING", query)
-        .str(b"REQUEST_METHOD", parts.method.as_str().as_bytes())
-        .str(b"CONTENT_TYPE", content_type)
-        .str(b"CONTENT_LENGTH", content_length)
-        .str(b"SCRIPT_NAME", script.name.as_bytes())
-        .str(b"REQUEST_URI", request_uri)
-        .str(b"DOCUMENT_URI", script.name.as_bytes())
-        .str(b"DOCUMENT_ROOT", script.document_root.as_bytes())
-        .str(b"SERVER_PROTOCOL", protocol(parts.version))
-        .str(b"REQUEST_SCHEME", if https { b"https" } else { b"http" });
+    let https = is_https(parts, conn);
+    vars.put(b"PATH_INFO", script.path_info);
+    vars.put(b"SCRIPT_FILENAME", script.script_filename);
+    vars.put(b"QUERY_STRING", query);
+    vars.put(b"REQUEST_METHOD", parts.method.as_str().as_bytes());
+    vars.put(b"CONTENT_TYPE", content_type);
+    vars.put(b"CONTENT_LENGTH", content_length);
+    vars.put(b"SCRIPT_NAME", script.script_name);
+    vars.put(b"REQUEST_URI", request_uri);
+    vars.put(b"DOCUMENT_URI", script.document_uri);
+    vars.put(b"DOCUMENT_ROOT", script.document_root);
+    vars.put(b"SERVER_PROTOCOL", protocol(parts.version));
+    vars.put(b"REQUEST_SCHEME", if https { b"https" } else { b"http" });
     if https {
-        vars.str(b"HTTPS", b"on");
+        vars.put(b"HTTPS", b"on");
     }
-    vars.str(b"GATEWAY_INTERFACE", b"CGI/1.1")
-        .str(b"SERVER_SOFTWARE", server.server_software.as_bytes())
-        .str(b"REMOTE_ADDR", remote_addr.as_bytes())
-        .str(b"REMOTE_PORT", conn.remote_port.as_bytes())
-        .str(b"REMOTE_USER", &basic_auth_user(parts).unwrap_or_default())
-        .str(b"SERVER_ADDR", conn.server_addr.as_bytes())
-        .str(b"SERVER_PORT", conn.server_port.as_bytes())
-        .str(b"SERVER_NAME", server.server_name.as_bytes())
-        .str(b"REDIRECT_STATUS", b"200");
-    headers(&mut vars, parts);
+    vars.put(b"GATEWAY_INTERFACE", b"CGI/1.1");
+    vars.put(b"SERVER_SOFTWARE", server.server_software.as_bytes());
+    vars.put(b"REMOTE_ADDR", remote_addr.as_bytes());
+    vars.put(b"REMOTE_PORT", conn.remote_port.as_bytes());
+    vars.put(b"REMOTE_USER", &basic_auth_user(parts).unwrap_or_default());
+    vars.put(b"SERVER_ADDR", conn.server_addr.as_bytes());
+    vars.put(b"SERVER_PORT", conn.server_port.as_bytes());
+    vars.put(b"SERVER_NAME", server.server_name.as_bytes());
+    vars.put(b"REDIRECT_STATUS", b"200");
+    headers(vars, parts);
     if let Some(authority) = authority {
-        vars.str(b"HTTP_HOST", authority.as_bytes());
+        vars.put(b"HTTP_HOST", authority.as_bytes());
     }
-    let since_epoch = now.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let micros = since_epoch.as_micros() as f64 / 1_000_000.0;
-    vars.str(b"PHP_SELF", script.name.as_bytes())
-        .float(b"REQUEST_TIME_FLOAT", micros)
-        .int(b"REQUEST_TIME", since_epoch.as_secs() as i64);
-    vars.finish();
 }
 
 fn itoa_buffer() -> [u8; 20] {
@@ -311,7 +418,7 @@ fn passes(name: &http::HeaderName) -> bool {
 /// `X_Forwarded_For` cannot pose as `X-Forwarded-For`. `Proxy` is dropped
 /// too (httpoxy: it would become `HTTP_PROXY`, which HTTP clients read as
 /// their proxy setting). Repeated headers are joined, cookies with "; ".
-fn headers(vars: &mut PhpArrayWriter<'_>, parts: &Parts) {
+fn headers(vars: &mut impl VarSink, parts: &Parts) {
     let mut key = Vec::with_capacity(64);
     let mut joined = Vec::new();
     for name in parts.headers.keys() {
@@ -332,7 +439,7 @@ fn headers(vars: &mut PhpArrayWriter<'_>, parts: &Parts) {
         let Some(first) = values.next() else { continue };
         match values.next() {
             None => {
-                vars.str(&key, first.as_bytes());
+                vars.put(&key, first.as_bytes());
             }
             Some(second) => {
                 let separator: &[u8] = if name == "cookie" { b"; " } else { b", " };
@@ -342,7 +449,7 @@ fn headers(vars: &mut PhpArrayWriter<'_>, parts: &Parts) {
                     joined.extend_from_slice(separator);
                     joined.extend_from_slice(v.as_bytes());
                 }
-                vars.str(&key, &joined);
+                vars.put(&key, &joined);
             }
         }
     }

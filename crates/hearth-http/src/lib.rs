@@ -22,6 +22,8 @@
 //!   that wires a request to a static file or a worker.
 //! - `h2`: HTTP/2 connections, closed when idle or on shutdown.
 //! - `protocol`: what a new connection speaks (TLS, ALPN, h2c preface).
+//! - `classic`: classic mode's requests: routed as nginx would, then a
+//!   static file, a redirect, an error page or a php-fpm child.
 //! - `request`: a request as a worker receives it: body, `$_SERVER` (with
 //!   the script of the worker's release), frames.
 //! - `form`: multipart forms parsed as PHP would, within PHP's limits.
@@ -50,6 +52,7 @@ mod access_log;
 pub mod admin;
 mod body;
 mod cgi;
+mod classic;
 mod compress;
 mod config;
 mod form;
@@ -74,11 +77,12 @@ mod tls;
 
 pub use access_log::{AccessLog, AccessLogFormat};
 pub use cgi::{parse_trusted_proxy, Script};
+pub use classic::ClassicSite;
 pub use config::ServeConfig;
 pub use metrics::Metrics;
 pub use observe::{Observed, Observer};
 pub use response::{ReaderBody, ResponseBody, StreamError};
-pub use server::serve;
+pub use server::{serve, serve_classic};
 pub use tls::{TlsConfig, TlsError};
 
 #[cfg(test)]

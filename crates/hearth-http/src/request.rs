@@ -207,44 +207,41 @@ impl Encoder {
                     })
             }
         };
-        let refuse = |status| {
-            let page = response::error_page(status);
-            if parts.version == http::Version::HTTP_2 {
-                // The stream ends with the answer; the connection goes on.
-                page
-            } else {
-                response::closing(page)
-            }
-        };
-        match read {
-            Ok(body) => Ok(body),
-            Err(BodyError::TooLarge) => Err(response::error_page(StatusCode::PAYLOAD_TOO_LARGE)),
-            Err(BodyError::Malformed(why)) => {
-                tracing::warn!(uri = %parts.uri, "refused a request (400 Bad Request): bad request body: {why}");
-                Err(refuse(StatusCode::BAD_REQUEST))
-            }
-            Err(BodyError::Stalled) => {
-                // As the guard says it for HTTP/1.1: slow or vanished
-                // clients are common and say nothing about the request.
-                tracing::info!(uri = %parts.uri, "refused a request (408 Request Timeout): request body stalled");
-                Err(refuse(StatusCode::REQUEST_TIMEOUT))
-            }
-            Err(BodyError::Io(why)) => {
-                // Refused by the connection guard (400), stalled (408), or
-                // the client went away (nobody reads the answer).
-                let status = parts
-                    .extensions
-                    .get::<Arc<guard::Shared>>()
-                    .and_then(|g| g.body_refusal())
-                    .unwrap_or(StatusCode::BAD_REQUEST);
-                tracing::debug!("request body not received: {why}");
-                Err(refuse(status))
-            }
-            Err(BodyError::Spool(why)) => {
-                tracing::error!(uri = %parts.uri, "cannot spool a request body: {why}");
-                Err(refuse(StatusCode::INTERNAL_SERVER_ERROR))
-            }
+        read.map_err(|e| refusal(parts, e))
+    }
+
+    /// Receives a request's body as it came, without parsing a form (for
+    /// php-fpm, which parses it itself): in memory up to the body buffer
+    /// (and the memory budget), else in a file of Hearth's own. Err is
+    /// the answer to give instead, as for [`Encoder::read`].
+    pub async fn read_raw(
+        &self,
+        parts: &Parts,
+        incoming: Incoming,
+    ) -> Result<body::Held, Response<ResponseBody>> {
+        if declared_length(parts).is_some_and(|n| n > self.max_body_size) {
+            return Err(response::error_page(StatusCode::PAYLOAD_TOO_LARGE));
         }
+        if incoming.is_end_stream() {
+            return Ok(body::Held::Empty);
+        }
+        let http2 = parts.version == http::Version::HTTP_2;
+        let incoming = body::Paced::new(incoming, http2.then_some(self.body_timeout));
+        let own_dir = body::Spool::own_dir();
+        let own = body::Spool {
+            buffer_size: self.body_buffer_size,
+            budget: &self.body_budget,
+            dir: &own_dir,
+            owner: None,
+        };
+        body::raw(incoming, self.max_body_size, &own)
+            .await
+            .map_err(|e| refusal(parts, e))
+    }
+
+    /// The server's values for `$_SERVER` (name, software, proxies).
+    pub fn info(&self) -> &ServerInfo {
+        &self.info
     }
 
     /// Writes `request` in frames for the worker request `id`, taken by a
@@ -371,6 +368,47 @@ impl WorkerRequest {
             Held::Empty
         };
         Box::new((uploads, held))
+    }
+}
+
+/// The answer to a request whose body could not be received.
+fn refusal(parts: &Parts, error: BodyError) -> Response<ResponseBody> {
+    let refuse = |status| {
+        let page = response::error_page(status);
+        if parts.version == http::Version::HTTP_2 {
+            // The stream ends with the answer; the connection goes on.
+            page
+        } else {
+            response::closing(page)
+        }
+    };
+    match error {
+        BodyError::TooLarge => response::error_page(StatusCode::PAYLOAD_TOO_LARGE),
+        BodyError::Malformed(why) => {
+            tracing::warn!(uri = %parts.uri, "refused a request (400 Bad Request): bad request body: {why}");
+            refuse(StatusCode::BAD_REQUEST)
+        }
+        BodyError::Stalled => {
+            // As the guard says it for HTTP/1.1: slow or vanished clients
+            // are common and say nothing about the request.
+            tracing::info!(uri = %parts.uri, "refused a request (408 Request Timeout): request body stalled");
+            refuse(StatusCode::REQUEST_TIMEOUT)
+        }
+        BodyError::Io(why) => {
+            // Refused by the connection guard (400), stalled (408), or the
+            // client went away (nobody reads the answer).
+            let status = parts
+                .extensions
+                .get::<Arc<guard::Shared>>()
+                .and_then(|g| g.body_refusal())
+                .unwrap_or(StatusCode::BAD_REQUEST);
+            tracing::debug!("request body not received: {why}");
+            refuse(status)
+        }
+        BodyError::Spool(why) => {
+            tracing::error!(uri = %parts.uri, "cannot spool a request body: {why}");
+            refuse(StatusCode::INTERNAL_SERVER_ERROR)
+        }
     }
 }
 

@@ -346,7 +346,7 @@ fn permits_body(status: StatusCode) -> bool {
 /// and hop-by-hop headers are Hearth's business and dropped (a HEAD
 /// response keeps the app's Content-Length). Lines that are not valid
 /// headers (a CR, LF or NUL, a bad name) are dropped and logged.
-fn apply_head(
+pub(crate) fn apply_head(
     head: ResponseHead,
     method: &Method,
     response: &mut Response<ResponseBody>,

@@ -18,6 +18,7 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use crate::classic::{self, ClassicSite};
 use crate::cgi::{self, Connection};
 use crate::config::ServeConfig;
 use crate::framing::Limits;
@@ -32,9 +33,18 @@ use crate::throttle::{self, Throttle};
 use crate::tls::TlsConfig;
 use crate::{compress, request, static_files};
 
+/// What answers the requests that are not static files.
+#[derive(Debug)]
+enum Backend {
+    /// Warm workers running the worker script.
+    Workers(Pool),
+    /// Classic mode: a php-fpm pool running the site's scripts.
+    Classic(Arc<ClassicSite>),
+}
+
 #[derive(Debug)]
 struct App {
-    pool: Pool,
+    backend: Backend,
     config: ServeConfig,
     /// Turns requests into what the workers receive.
     requests: request::Encoder,
@@ -53,6 +63,30 @@ pub async fn serve(
     config: ServeConfig,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    let workers = pool.config().workers;
+    serve_app(listener, Backend::Workers(pool), workers, config, shutdown).await
+}
+
+/// Serves a classic site (see [`ClassicSite`]) as [`serve`] serves a
+/// worker pool: the same protocols, limits, timeouts and shutdown. The
+/// php-fpm pool is left running; the caller stops it.
+pub async fn serve_classic(
+    listener: TcpListener,
+    site: Arc<ClassicSite>,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let children = site.children();
+    serve_app(listener, Backend::Classic(site), children, config, shutdown).await
+}
+
+async fn serve_app(
+    listener: TcpListener,
+    backend: Backend,
+    workers: usize,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
     let app = Arc::new(App {
         requests: request::Encoder::new(&config),
         responses: sendbuf::Limits {
@@ -61,11 +95,8 @@ pub async fn serve(
             disk: Budget::new(config.max_response_spool),
             dir: None,
         },
-        connection_workers: config
-            .connection_workers
-            .unwrap_or(pool.config().workers)
-            .max(1),
-        pool,
+        connection_workers: config.connection_workers.unwrap_or(workers).max(1),
+        backend,
         config,
     });
     let config = &app.config;
@@ -304,9 +335,25 @@ async fn respond(
     let received = SystemTime::now();
     let (parts, incoming) = req.into_parts();
     let config = &app.config;
+    let pool = match &app.backend {
+        Backend::Workers(pool) => pool,
+        Backend::Classic(site) => {
+            let turn = match wait_turn(&turns, site.queue_timeout(), &conn, &app).await {
+                Some(turn) => turn,
+                None => return Ok(unavailable(config)),
+            };
+            let cx = classic::Context {
+                config,
+                requests: &app.requests,
+                responses: &app.responses,
+                conn: &conn,
+            };
+            return Ok(classic::respond(site, parts, incoming, Box::new(turn), cx).await);
+        }
+    };
 
-    if app.pool.config().document_root.is_some() {
-        let paths = app.pool.paths();
+    if pool.config().document_root.is_some() {
+        let paths = pool.paths();
         if let Some(root) = &paths.document_root {
             if let Some(response) = static_files::respond(root, config.compression, &parts).await {
                 return Ok(response);
@@ -314,35 +361,18 @@ async fn respond(
         }
     }
 
-    let mut request = match app
-        .requests
-        .read(parts, incoming, received, &app.pool)
-        .await
-    {
+    let mut request = match app.requests.read(parts, incoming, received, pool).await {
         Ok(request) => request,
         Err(answer) => return Ok(answer),
     };
-    let queue_timeout = app.pool.config().queue_timeout;
-    let turn = match tokio::time::timeout(queue_timeout, turns.acquire_owned()).await {
-        Ok(Ok(turn)) => turn,
-        _ => {
-            if let Some(left_out) = TURNS_OUT.allow() {
-                tracing::warn!(
-                    remote = %conn.remote().0,
-                    "503: a request waited {:?} for its connection's turn ({} of its requests \
-                     in PHP){}",
-                    queue_timeout,
-                    app.connection_workers,
-                    throttle::left_out(left_out, ABUSE_LOG_EVERY)
-                );
-            }
-            return Ok(unavailable(config));
-        }
+    let queue_timeout = pool.config().queue_timeout;
+    let Some(turn) = wait_turn(&turns, queue_timeout, &conn, &app).await else {
+        return Ok(unavailable(config));
     };
     let encode = |buf: &mut BytesMut, id: u32, paths: &Arc<Paths>| {
         app.requests.encode(&request, &conn, paths, buf, id);
     };
-    let mut lease = match app.pool.dispatch(request.len(), encode).await {
+    let mut lease = match pool.dispatch(request.len(), encode).await {
         Ok(lease) => lease,
         Err(e) => return Ok(failure(&e, config)),
     };
@@ -383,6 +413,31 @@ async fn respond(
         response.extensions_mut().insert(WorkerPid(pid));
     }
     Ok(response)
+}
+
+/// Waits up to `queue_timeout` for one of the connection's places in PHP.
+async fn wait_turn(
+    turns: &Arc<Semaphore>,
+    queue_timeout: Duration,
+    conn: &Connection,
+    app: &App,
+) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    match tokio::time::timeout(queue_timeout, turns.clone().acquire_owned()).await {
+        Ok(Ok(turn)) => Some(turn),
+        _ => {
+            if let Some(left_out) = TURNS_OUT.allow() {
+                tracing::warn!(
+                    remote = %conn.remote().0,
+                    "503: a request waited {:?} for its connection's turn ({} of its requests \
+                     in PHP){}",
+                    queue_timeout,
+                    app.connection_workers,
+                    throttle::left_out(left_out, ABUSE_LOG_EVERY)
+                );
+            }
+            None
+        }
+    }
 }
 
 fn failure(e: &hearth_pool::Error, config: &ServeConfig) -> Response<ResponseBody> {

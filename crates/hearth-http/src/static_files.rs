@@ -190,6 +190,37 @@ pub(crate) async fn respond(
     }
 }
 
+/// Answers a request for a file classic mode's router has found and
+/// checked (`real`, under `root`; `requested` is the path asked for,
+/// which names its type): as [`respond`] would, with the same headers,
+/// ranges, conditional requests and compression. Methods other than GET
+/// and HEAD get 405, as from nginx's static module.
+pub(crate) async fn respond_file(
+    root: &Path,
+    requested: &Path,
+    real: &Path,
+    compression: bool,
+    parts: &Parts,
+) -> Response<ResponseBody> {
+    if parts.method != Method::GET && parts.method != Method::HEAD {
+        return response::error_page(StatusCode::METHOD_NOT_ALLOWED);
+    }
+    match serve_file(root, requested, real, compression, parts).await {
+        Ok(Some(response)) => response,
+        Ok(None) => response::error_page(StatusCode::NOT_FOUND),
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            response::error_page(StatusCode::FORBIDDEN)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            response::error_page(StatusCode::NOT_FOUND)
+        }
+        Err(e) => {
+            tracing::error!("cannot serve {}: {e}", real.display());
+            response::error_page(StatusCode::INTERNAL_SERVER_ERROR)
+        }
+    }
+}
+
 /// One file on disk: the original or a precompressed sibling.
 struct Opened {
     file: tokio::fs::File,

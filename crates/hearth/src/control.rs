@@ -222,10 +222,19 @@ impl Drop for ControlSocket {
     }
 }
 
+/// What runs the PHP of the server.
+#[derive(Debug, Clone)]
+pub enum Engine {
+    /// Worker mode: the worker pool.
+    Workers(Pool),
+    /// Classic mode: the php-fpm pool and the site.
+    Classic(Arc<crate::classic::Classic>),
+}
+
 /// What the control socket reports on and acts upon.
 #[derive(Debug)]
 pub struct ControlState {
-    pub pool: Pool,
+    pub engine: Engine,
     /// The address the server listens on.
     pub listen: SocketAddr,
     pub started: Instant,
@@ -245,11 +254,24 @@ async fn connection(stream: UnixStream, state: Arc<ControlState>) {
     let command = serde_json::from_str::<Value>(&line)
         .ok()
         .and_then(|v| v.get("command").and_then(Value::as_str).map(str::to_owned));
-    let (answer, then_wait) = match command.as_deref() {
-        Some("status") => (json!({"ok": true, "status": status(&state)}), false),
-        Some("reload") => {
+    let (answer, then_wait) = match (command.as_deref(), &state.engine) {
+        (Some("status"), Engine::Classic(classic)) => (
+            json!({"ok": true, "status": classic.status(&state).await}),
+            false,
+        ),
+        (Some("reload"), Engine::Classic(classic)) => {
+            tracing::info!("reload asked for over the control socket: reloading php-fpm");
+            match classic.reload().await {
+                Ok(message) => (json!({"ok": true, "message": message}), false),
+                Err(e) => (json!({"ok": false, "error": e.to_string()}), false),
+            }
+        }
+        (Some("status"), Engine::Workers(pool)) => {
+            (json!({"ok": true, "status": status(&state, pool)}), false)
+        }
+        (Some("reload"), Engine::Workers(pool)) => {
             tracing::info!("reload asked for over the control socket: reloading the workers");
-            match state.pool.reload().await {
+            match pool.reload().await {
                 Ok(paths) => {
                     tracing::info!("reload done: every worker runs {}", paths.script.display());
                     (
@@ -270,18 +292,18 @@ async fn connection(stream: UnixStream, state: Arc<ControlState>) {
                 }
             }
         }
-        Some("stop") => {
+        (Some("stop"), _) => {
             state.stop.notify_one();
             (
                 json!({"ok": true, "message": "shutting down gracefully"}),
                 true,
             )
         }
-        Some(other) => (
+        (Some(other), _) => (
             json!({"ok": false, "error": format!("unknown command {other:?}: expected status, reload or stop")}),
             false,
         ),
-        None => (
+        (None, _) => (
             json!({"ok": false, "error": "expected a JSON line like {\"command\":\"status\"}"}),
             false,
         ),
@@ -297,8 +319,7 @@ async fn connection(stream: UnixStream, state: Arc<ControlState>) {
 }
 
 /// The status report: the pool's totals and each worker.
-pub fn status(state: &ControlState) -> Value {
-    let pool = &state.pool;
+pub fn status(state: &ControlState, pool: &Pool) -> Value {
     let s = pool.status();
     let config = pool.config();
     let reasons: serde_json::Map<String, Value> = s

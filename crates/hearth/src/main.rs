@@ -11,6 +11,7 @@ macro_rules! say {
 pub(crate) use say;
 
 mod assets;
+mod classic;
 mod control;
 mod ctl;
 mod observe;

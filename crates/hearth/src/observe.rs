@@ -10,10 +10,9 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use hearth_http::{AccessLog, AccessLogFormat, Metrics, Observer};
-use hearth_pool::Pool;
 use tokio::sync::Notify;
 
-use crate::control::{ControlSocket, ControlState};
+use crate::control::{ControlSocket, ControlState, Engine};
 use crate::options::values::AccessLogChoice;
 use crate::options::ServeOptions;
 
@@ -72,12 +71,16 @@ pub async fn start(
     setup: &ObserveSetup,
     control: ControlSocket,
     listen: SocketAddr,
-    pool: &Pool,
+    engine: Engine,
 ) -> anyhow::Result<Observing> {
     let stop = Arc::new(Notify::new());
     let stopping = Arc::new(AtomicBool::new(false));
+    let pool = match &engine {
+        Engine::Workers(pool) => Some(pool.clone()),
+        Engine::Classic(_) => None,
+    };
     control.serve(ControlState {
-        pool: pool.clone(),
+        engine,
         listen,
         started: Instant::now(),
         stop: stop.clone(),
@@ -99,7 +102,7 @@ pub async fn start(
         metrics: None,
         access_log: access_log.clone(),
     };
-    if let Some(addr) = setup.admin {
+    if let (Some(addr), Some(pool)) = (setup.admin, pool) {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr} (--admin)"))?;

@@ -107,6 +107,9 @@ fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
 }
 
 pub fn run(options: ServeOptions) -> anyhow::Result<()> {
+    if options.script.is_none() && options.root.is_some() {
+        return crate::classic::run(options);
+    }
     let setup = resolve(options)?;
     let runtime = if setup.threads == 1 {
         tokio::runtime::Builder::new_current_thread()
@@ -172,7 +175,8 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
             php.binary.display()
         );
     }
-    let observing = match crate::observe::start(&setup.observe, control, addr, &pool).await {
+    let engine = crate::control::Engine::Workers(pool.clone());
+    let observing = match crate::observe::start(&setup.observe, control, addr, engine).await {
         Ok(observing) => observing,
         Err(e) => {
             pool.shutdown().await;
@@ -280,7 +284,7 @@ fn plural(n: usize, word: &str) -> String {
 
 /// The user workers run as. As root, one must be named: PHP apps are not
 /// run as root by accident. As anyone else, workers run as Hearth does.
-fn worker_user(spec: Option<&str>) -> anyhow::Result<Option<hearth_pool::WorkerUser>> {
+pub(crate) fn worker_user(spec: Option<&str>) -> anyhow::Result<Option<hearth_pool::WorkerUser>> {
     let root = rustix::process::geteuid().is_root();
     let Some(spec) = spec else {
         if root {
@@ -482,7 +486,7 @@ fn watch_php_files(
 
 /// Completes on the first SIGTERM or SIGINT. A second one kills the
 /// workers and exits at once.
-async fn shutdown_signal(pool: Pool, stop: std::sync::Arc<tokio::sync::Notify>) {
+pub(crate) async fn shutdown_signal(pool: Pool, stop: std::sync::Arc<tokio::sync::Notify>) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),

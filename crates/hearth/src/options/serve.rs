@@ -108,7 +108,8 @@ pub struct ServeOptions {
     #[arg(long, value_name = "NAME")]
     pub server_name: String,
     /// Document root: GET and HEAD for files in it are served from disk, everything
-    /// else goes to PHP [default: none]
+    /// else goes to PHP; without a worker script, classic mode: the site's .php
+    /// files run in a php-fpm pool, routed as nginx would [default: none]
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// Do not gzip or brotli-compress responses on the fly (precompressed .br/.gz

@@ -1,0 +1,349 @@
+//! Classic mode's requests: each one routed as nginx + Debian's
+//! `snippets/fastcgi-php.conf` would route it ([`hearth_classic::Router`]),
+//! then answered from disk, with a redirect or an error page, or by a
+//! php-fpm child over FastCGI ([`hearth_fpm::fastcgi`]) with the params
+//! nginx's `fastcgi.conf` sends.
+//!
+//! The body goes to php-fpm once received, as nginx sends it with
+//! `fastcgi_request_buffering on`; the response is read at php-fpm's pace
+//! into the same spool as a worker's (memory, then a temporary file), so
+//! a slow client never holds a php-fpm child.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hearth_classic::{normalize_uri, PhpTarget, Route, Router};
+use hearth_fpm::fastcgi;
+use hearth_proto::message::ResponseHead;
+use http::request::Parts;
+use http::{HeaderValue, Response, StatusCode};
+use hyper::body::Incoming;
+use tokio::io::AsyncRead;
+use tokio::time::Instant;
+
+use crate::body::Held;
+use crate::cgi::{self, Connection, ScriptVars};
+use crate::config::ServeConfig;
+use crate::request::Encoder;
+use crate::response::{self, Keep, ResponseBody};
+use crate::sendbuf::{self, PushError};
+use crate::target::{self, RawTarget};
+use crate::{compress, static_files};
+
+/// A classic site: its document root, how requests are routed in it, and
+/// the php-fpm pool that runs its scripts.
+#[derive(Debug)]
+pub struct ClassicSite {
+    /// The root as given (a `current` symlink stays one): resolved again
+    /// by [`ClassicSite::reroute`].
+    root: PathBuf,
+    options: hearth_classic::Options,
+    router: RwLock<Arc<Router>>,
+    /// The pool's unix socket (the same across its reloads).
+    socket: PathBuf,
+    limits: fastcgi::Limits,
+    /// How many requests the pool runs at once (its children).
+    children: usize,
+    /// How long a request may wait for its connection's turn.
+    queue_timeout: Duration,
+}
+
+impl ClassicSite {
+    /// A site for `root`, routed with `options`, whose scripts run in the
+    /// php-fpm pool listening on `socket` with `children` children,
+    /// each exchange within `limits`; a request waits `queue_timeout` at
+    /// most for its connection's turn. A root that is missing or not a
+    /// directory is an error naming it.
+    pub fn new(
+        root: &Path,
+        options: hearth_classic::Options,
+        socket: PathBuf,
+        limits: fastcgi::Limits,
+        (children, queue_timeout): (usize, Duration),
+    ) -> Result<ClassicSite, hearth_classic::Error> {
+        let router = Router::new(root, options.clone())?;
+        Ok(ClassicSite {
+            root: root.to_path_buf(),
+            options,
+            router: RwLock::new(Arc::new(router)),
+            socket,
+            limits,
+            children: children.max(1),
+            queue_timeout,
+        })
+    }
+
+    /// Resolves the root again (a deploy that switched a symlink is
+    /// followed from the next request on) and returns its real path. On
+    /// error the old router stays.
+    pub fn reroute(&self) -> Result<PathBuf, hearth_classic::Error> {
+        let router = Router::new(&self.root, self.options.clone())?;
+        let real = router.root().to_path_buf();
+        *self.router.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(router);
+        Ok(real)
+    }
+
+    /// The document root's real path, as requests are routed now.
+    pub fn real_root(&self) -> PathBuf {
+        self.router().root().to_path_buf()
+    }
+
+    /// How many requests the pool runs at once.
+    pub fn children(&self) -> usize {
+        self.children
+    }
+
+    /// How long a request may wait for its connection's turn.
+    pub fn queue_timeout(&self) -> Duration {
+        self.queue_timeout
+    }
+
+    fn router(&self) -> Arc<Router> {
+        self.router
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// What a classic request needs from the server around it.
+pub(crate) struct Context<'a> {
+    pub config: &'a ServeConfig,
+    pub requests: &'a Encoder,
+    pub responses: &'a sendbuf::Limits,
+    pub conn: &'a Connection,
+}
+
+/// Answers one request of a classic site. `turn` (the connection's place
+/// in PHP) is held until php-fpm has ended the request.
+pub(crate) async fn respond(
+    site: &ClassicSite,
+    parts: Parts,
+    incoming: Incoming,
+    turn: Keep,
+    cx: Context<'_>,
+) -> Response<ResponseBody> {
+    let (path, query) = match parts.extensions.get::<RawTarget>() {
+        Some(RawTarget(raw)) => {
+            let end = raw
+                .iter()
+                .position(|&b| b == b'?' || b == b'#')
+                .unwrap_or(raw.len());
+            (raw[..end].to_vec(), target::query(raw).to_vec())
+        }
+        None => (
+            parts.uri.path().as_bytes().to_vec(),
+            parts.uri.query().unwrap_or("").as_bytes().to_vec(),
+        ),
+    };
+    let uri = match normalize_uri(&path) {
+        Ok(uri) => uri,
+        Err(why) => {
+            tracing::warn!(uri = %parts.uri, "refused a request (400 Bad Request): {why}");
+            return response::error_page(StatusCode::BAD_REQUEST);
+        }
+    };
+    let router = site.router();
+    match router.route(&uri, &query) {
+        Route::Static(real) => {
+            let requested = Path::new(OsStr::from_bytes(&uri));
+            static_files::respond_file(
+                router.root(),
+                requested,
+                &real,
+                cx.config.compression,
+                &parts,
+            )
+            .await
+        }
+        Route::Redirect(location) => {
+            let mut response = response::error_page(StatusCode::MOVED_PERMANENTLY);
+            match HeaderValue::from_bytes(&location) {
+                Ok(value) => {
+                    response.headers_mut().insert(http::header::LOCATION, value);
+                    response
+                }
+                Err(_) => response::error_page(StatusCode::BAD_REQUEST),
+            }
+        }
+        Route::NotFound => response::error_page(StatusCode::NOT_FOUND),
+        Route::Forbidden => {
+            tracing::debug!(uri = %parts.uri, "refused (403): outside what the site serves");
+            response::error_page(StatusCode::FORBIDDEN)
+        }
+        Route::BadRequest => response::error_page(StatusCode::BAD_REQUEST),
+        Route::Php(target) => php(site, target, parts, incoming, turn, cx).await,
+    }
+}
+
+/// Runs `target` in the pool and answers with its response.
+async fn php(
+    site: &ClassicSite,
+    target: PhpTarget,
+    parts: Parts,
+    incoming: Incoming,
+    turn: Keep,
+    cx: Context<'_>,
+) -> Response<ResponseBody> {
+    let held = match cx.requests.read_raw(&parts, incoming).await {
+        Ok(held) => held,
+        Err(answer) => return answer,
+    };
+    let body_len = (!matches!(held, Held::Empty)).then(|| held.len());
+    let params = cgi::fastcgi_params(
+        &parts,
+        cx.conn,
+        cx.requests.info(),
+        ScriptVars {
+            path_info: &target.path_info,
+            script_filename: &target.script_filename,
+            script_name: &target.script_name,
+            document_uri: &target.document_uri,
+            document_root: &target.document_root,
+        },
+        &target.query_string,
+        body_len,
+    );
+    let script = String::from_utf8_lossy(&target.script_filename).into_owned();
+    let body: Box<dyn AsyncRead + Send + Unpin> = match &held {
+        Held::Empty => Box::new(tokio::io::empty()),
+        Held::Memory { bytes, .. } => Box::new(std::io::Cursor::new(bytes.clone())),
+        Held::File { path, .. } => match tokio::fs::File::open(path).await {
+            Ok(file) => Box::new(file),
+            Err(e) => {
+                tracing::error!(script, "cannot read back the request body: {e}");
+                return response::error_page(StatusCode::INTERNAL_SERVER_ERROR);
+            }
+        },
+    };
+    let deadline = cx
+        .config
+        .request_timeout
+        .map(|limit| Instant::now() + limit);
+    let mut answer = match fastcgi::request(&site.socket, &params, body, &site.limits).await {
+        Ok(answer) => answer,
+        Err(e) => return failure(&e, &script, &parts, cx.config),
+    };
+    log_stderr(&mut answer, &script);
+
+    let head = ResponseHead {
+        status: answer.status,
+        headers: std::mem::take(&mut answer.headers)
+            .into_iter()
+            .map(|(name, value)| (Bytes::from(name), Bytes::from(value)))
+            .collect(),
+        invalid: Vec::new(),
+    };
+    let mut response = Response::new(ResponseBody::empty());
+    let status = response::apply_head(head, &parts.method, &mut response, 0);
+    *response.status_mut() = status;
+
+    // A whole response in the records that brought its head is answered
+    // as a worker's whole response is (and may be compressed); anything
+    // longer is spooled as php-fpm sends it.
+    let first = match answer.chunk().await {
+        Ok(first) => first,
+        Err(e) => return failure(&e, &script, &parts, cx.config),
+    };
+    if answer.is_complete() {
+        log_stderr(&mut answer, &script);
+        drop((answer, held, turn));
+        if let Some(first) = first {
+            *response.body_mut() = ResponseBody::full(first);
+        }
+        if cx.config.compression {
+            return compress::php_response(response, &parts.method, &parts.headers).await;
+        }
+        return response;
+    }
+    let chunk = match parts.version {
+        http::Version::HTTP_2 => sendbuf::CHUNK_HTTP2,
+        _ => sendbuf::CHUNK_HTTP1,
+    };
+    let (writer, reader) = sendbuf::spool(cx.responses.clone(), None, chunk);
+    let keep: Keep = Box::new((held, turn));
+    tokio::spawn(pump(answer, first, writer, keep, deadline, script));
+    *response.body_mut() = ResponseBody::Spooled(reader);
+    response
+}
+
+/// Reads the rest of php-fpm's response into its spool, at php-fpm's
+/// pace. A client that went away ends the exchange (php-fpm sees its
+/// connection closed, as behind nginx).
+async fn pump(
+    mut answer: fastcgi::Response,
+    first: Option<Bytes>,
+    mut writer: sendbuf::Writer,
+    keep: Keep,
+    deadline: Option<Instant>,
+    script: String,
+) {
+    let mut next = first;
+    loop {
+        if let Some(data) = next.take() {
+            match writer.push(data, deadline).await {
+                Ok(()) => {}
+                Err(PushError::Gone) => break,
+                Err(PushError::TimedOut) => {
+                    tracing::warn!(
+                        script,
+                        "response cut: its client took nothing while the response filled \
+                         memory and disk until the request timeout"
+                    );
+                    writer.finish(Err("the client took too long".into()));
+                    break;
+                }
+            }
+        }
+        match answer.chunk().await {
+            Ok(Some(data)) => next = Some(data),
+            Ok(None) => {
+                writer.finish(Ok(()));
+                break;
+            }
+            Err(e) => {
+                tracing::warn!(script, "response cut short: {e}");
+                writer.finish(Err(e.to_string()));
+                break;
+            }
+        }
+        log_stderr(&mut answer, &script);
+    }
+    log_stderr(&mut answer, &script);
+    drop(keep);
+}
+
+/// PHP's messages to FastCGI's stderr (what nginx logs as "FastCGI sent
+/// in stderr"), in Hearth's log.
+fn log_stderr(answer: &mut fastcgi::Response, script: &str) {
+    for line in answer.take_stderr() {
+        tracing::warn!(script, "PHP: {line}");
+    }
+}
+
+/// A failed exchange as nginx answers it: 503 when the pool cannot be
+/// reached, 504 when the script ran out of time, else 502.
+fn failure(
+    e: &hearth_fpm::Error,
+    script: &str,
+    parts: &Parts,
+    config: &ServeConfig,
+) -> Response<ResponseBody> {
+    tracing::error!(script, method = %parts.method, uri = %parts.uri, "php-fpm: {e}");
+    if e.is_timed_out() {
+        return response::error_page(StatusCode::GATEWAY_TIMEOUT);
+    }
+    if e.is_unavailable() {
+        let mut response = response::error_page(StatusCode::SERVICE_UNAVAILABLE);
+        response.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            HeaderValue::from(config.retry_after),
+        );
+        return response;
+    }
+    response::error_page(StatusCode::BAD_GATEWAY)
+}

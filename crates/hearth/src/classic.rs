@@ -1,0 +1,366 @@
+//! `hearth serve --root DIR` without a worker script: classic mode. The
+//! site's scripts run in a php-fpm pool Hearth configures from its
+//! options, starts, reloads and stops ([`hearth_fpm::pool`]); requests are
+//! routed as nginx + Debian's `snippets/fastcgi-php.conf` route them
+//! ([`hearth_http::ClassicSite`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use hearth_fpm::fastcgi;
+use hearth_fpm::pool::{Config as FpmConfig, IniSetting, Pool as FpmPool, ProcessManager};
+use hearth_http::ClassicSite;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+use crate::control::{ControlState, Engine};
+use crate::options::ServeOptions;
+
+/// The classic engine: the site and its php-fpm pool.
+#[derive(Debug)]
+pub struct Classic {
+    site: Arc<ClassicSite>,
+    /// Taken out when the server stops.
+    fpm: tokio::sync::RwLock<Option<FpmPool>>,
+    /// When the server started, for the status.
+    started: Instant,
+    /// php-fpm's status page: the child answering it is not busy.
+    status_path: String,
+    /// How long a reload may take (php-fpm waits up to its
+    /// `process_control_timeout` for busy children).
+    reload_wait: Duration,
+}
+
+impl Classic {
+    /// Reloads: the document root resolved again (a switched `current`
+    /// symlink is followed), then php-fpm's children replaced (SIGUSR2).
+    pub async fn reload(&self) -> anyhow::Result<String> {
+        let fpm = self.fpm.read().await;
+        let Some(fpm) = fpm.as_ref() else {
+            bail!("shutting down");
+        };
+        let real = self.site.reroute().map_err(|e| {
+            tracing::error!("reload failed, the old root keeps serving: {e}");
+            anyhow::anyhow!("reload failed, the old root keeps serving: {e}")
+        })?;
+        if let Err(e) = fpm.reload(self.reload_wait).await {
+            tracing::error!("php-fpm reload failed: {e}");
+            bail!("php-fpm reload failed: {e}");
+        }
+        let message = format!(
+            "reloaded: php-fpm's children replaced, serving {}",
+            real.display()
+        );
+        tracing::info!("{message}");
+        Ok(message)
+    }
+
+    /// The status report, in the shape of worker mode's (`hearth
+    /// status`), with php-fpm's children as the workers.
+    pub async fn status(&self, state: &ControlState) -> Value {
+        let fpm = self.fpm.read().await;
+        let children = match fpm.as_ref() {
+            Some(fpm) => fpm.children().await.unwrap_or_else(|e| {
+                tracing::warn!("php-fpm's status page: {e}");
+                Vec::new()
+            }),
+            None => Vec::new(),
+        };
+        // The child answering the status request itself is not busy.
+        let is_busy = |c: &hearth_fpm::pool::Child| {
+            c.state != "Idle" && !c.request_uri.starts_with(&self.status_path)
+        };
+        let busy = children.iter().filter(|c| is_busy(c)).count();
+        let workers: Vec<Value> = children
+            .iter()
+            .enumerate()
+            .map(|(slot, c)| {
+                let request = is_busy(c).then(|| {
+                    json!({
+                        "method": "",
+                        "uri": c.request_uri,
+                        "script": c.script,
+                        "seconds": c.request_duration_us as f64 / 1e6,
+                    })
+                });
+                json!({
+                    "slot": slot,
+                    "pid": c.pid,
+                    "state": if is_busy(c) { "busy" } else { "idle" },
+                    "requests": c.requests,
+                    "memory": Value::Null,
+                    "age": Value::Null,
+                    "request": request,
+                })
+            })
+            .collect();
+        json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "listen": state.listen.to_string(),
+            "mode": "classic",
+            "script": format!("classic mode: {} (php-fpm)", self.site.real_root().display()),
+            "root": self.site.real_root(),
+            "uptime": self.started.elapsed().as_secs_f64(),
+            "stopping": state.stopping.load(std::sync::atomic::Ordering::Acquire) || fpm.is_none(),
+            "pool": {
+                "workers": self.site.children(),
+                "min_workers": self.site.children(),
+                "max_workers": self.site.children(),
+                "live": children.len(),
+                "busy": busy,
+                "idle": children.len() - busy,
+                "failing": 0,
+                "queue": 0,
+                "started": Value::Null,
+                "restarts": Value::Null,
+                "restarts_by_reason": {},
+            },
+            "workers": workers,
+        })
+    }
+
+    /// Stops php-fpm: its children finish their requests within `grace`,
+    /// then are stopped firmly.
+    async fn stop(&self, grace: Duration) {
+        let Some(fpm) = self.fpm.write().await.take() else {
+            return;
+        };
+        match fpm.stop(grace).await {
+            Ok(status) => tracing::info!("php-fpm stopped ({status})"),
+            Err(e) => tracing::error!("stopping php-fpm: {e}"),
+        }
+    }
+}
+
+/// Whole seconds, rounded up (php-fpm's durations are whole seconds).
+fn whole_seconds(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0))
+}
+
+/// php-fpm's configuration from `hearth serve`'s options.
+fn fpm_config(options: &ServeOptions) -> anyhow::Result<FpmConfig> {
+    // The same rules as for workers: as root a user must be named, and
+    // `--user root` says so for root itself.
+    let user = crate::serve::worker_user(options.user.as_deref())?;
+    let as_root = rustix::process::geteuid().is_root();
+    let (fpm_user, group, allow_root) = match (as_root, options.user.as_deref()) {
+        (true, Some(_)) if user.is_none() => (Some("root".to_owned()), None, true),
+        (true, Some(spec)) => match spec.split_once(':') {
+            Some((u, g)) => (Some(u.to_owned()), Some(g.to_owned()), false),
+            None => (Some(spec.to_owned()), None, false),
+        },
+        _ => (None, None, false),
+    };
+    let env = options
+        .env
+        .iter()
+        .filter_map(|var| {
+            let value = match &var.value {
+                Some(value) => value.clone(),
+                None => std::env::var(&var.name).ok()?,
+            };
+            Some((var.name.clone(), value))
+        })
+        .collect();
+    let timeout = options.request_timeout.nonzero().map(whole_seconds);
+    Ok(FpmConfig {
+        process_manager: ProcessManager::Static {
+            children: u32::try_from(options.workers()).unwrap_or(u32::MAX),
+        },
+        max_requests: u32::try_from(options.max_requests).unwrap_or(u32::MAX),
+        request_terminate_timeout: timeout,
+        process_control_timeout: whole_seconds(options.stop_timeout.0),
+        user: fpm_user,
+        group,
+        allow_root_children: allow_root,
+        ini: options
+            .ini
+            .iter()
+            .map(|(name, value)| IniSetting {
+                name: name.clone(),
+                value: value.clone(),
+                admin: false,
+            })
+            .collect(),
+        clear_env: options.clear_env,
+        env,
+        catch_workers_output: true,
+        ..FpmConfig::default()
+    })
+}
+
+pub fn run(options: ServeOptions) -> anyhow::Result<()> {
+    let threads = options.threads();
+    let runtime = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .thread_name("hearth")
+            .build()?
+    };
+    runtime.block_on(serve(options))
+}
+
+async fn serve(options: ServeOptions) -> anyhow::Result<()> {
+    let given = options.root.clone().unwrap_or_default();
+    let root = std::path::absolute(&given)
+        .with_context(|| format!("document root {}", given.display()))?;
+    match std::fs::metadata(&root) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => bail!("document root {} is not a directory", given.display()),
+        Err(e) => bail!("document root {}: {e}", given.display()),
+    }
+    if options.admin.is_some() {
+        bail!("--admin is not available in classic mode yet (no worker script was given)");
+    }
+    if options.watch {
+        bail!("--watch is not available in classic mode yet (no worker script was given)");
+    }
+    let config = fpm_config(&options)?;
+    let tls = match (&options.tls_cert, &options.tls_key) {
+        (Some(cert), Some(key)) => Some(hearth_http::TlsConfig::from_pem_files(cert, key)?),
+        _ => None,
+    };
+    let http = options.serve_config(tls);
+    let observe = crate::observe::ObserveSetup::from_options(&options);
+
+    let listener = TcpListener::bind(options.listen.0)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.listen.0))?;
+    let addr = listener.local_addr()?;
+    let control = crate::observe::bind_control(&observe, addr)?;
+    let fpm = FpmPool::start(&config)
+        .await
+        .context("cannot start php-fpm for classic mode")?;
+    let timeout = options.request_timeout.nonzero();
+    // php-fpm's request_terminate_timeout ends a script that runs too
+    // long; Hearth's own wait is a second longer, so that the 504 comes
+    // with the child replaced. Without a limit, a day.
+    let wait = timeout.map_or(Duration::from_secs(86_400), |t| {
+        whole_seconds(t) + Duration::from_secs(1)
+    });
+    let limits = fastcgi::Limits {
+        head_timeout: wait,
+        read_timeout: wait,
+        terminate_after: config.request_terminate_timeout,
+        ..fastcgi::Limits::default()
+    };
+    let site = match ClassicSite::new(
+        &root,
+        hearth_classic::Options::default(),
+        fpm.socket().to_path_buf(),
+        limits,
+        (options.workers(), options.queue_timeout.0),
+    ) {
+        Ok(site) => Arc::new(site),
+        Err(e) => {
+            let _ = fpm.stop(Duration::from_secs(1)).await;
+            bail!("document root {}: {e}", given.display());
+        }
+    };
+    tracing::info!(
+        "hearth {} starting classic mode for {}{} on {}://{addr} with {} php-fpm children (pid {}, {})",
+        env!("CARGO_PKG_VERSION"),
+        root.display(),
+        if site.real_root() == root {
+            String::new()
+        } else {
+            format!(" ({})", site.real_root().display())
+        },
+        if http.tls.is_some() { "https" } else { "http" },
+        options.workers(),
+        fpm.pid(),
+        fpm.dir().display(),
+    );
+    let master = fpm.pid();
+    let classic = Arc::new(Classic {
+        site: site.clone(),
+        fpm: tokio::sync::RwLock::new(Some(fpm)),
+        started: Instant::now(),
+        status_path: config.status_path.clone(),
+        reload_wait: whole_seconds(options.stop_timeout.0) + Duration::from_secs(10),
+    });
+    let observing =
+        match crate::observe::start(&observe, control, addr, Engine::Classic(classic.clone()))
+            .await
+        {
+            Ok(observing) => observing,
+            Err(e) => {
+                classic.stop(options.stop_timeout.0).await;
+                return Err(e);
+            }
+        };
+    tokio::spawn(reload_on_hangup(classic.clone()));
+    let stopping = observing.stopping.clone();
+    let stop = observing.stop.clone();
+    let shutdown = async move {
+        shutdown_signal(master, stop).await;
+        stopping.store(true, std::sync::atomic::Ordering::Release);
+    };
+    let served = hearth_http::serve_classic(
+        listener,
+        site,
+        hearth_http::ServeConfig {
+            observer: observing.observer.clone(),
+            ..http
+        },
+        shutdown,
+    )
+    .await;
+    classic.stop(options.stop_timeout.0).await;
+    tracing::info!("stopped");
+    drop(observing);
+    served.map_err(Into::into)
+}
+
+/// Reloads on SIGHUP, as in worker mode.
+async fn reload_on_hangup(classic: Arc<Classic>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(hup) => hup,
+        Err(e) => {
+            tracing::warn!("cannot listen for SIGHUP, reloads need a restart: {e}");
+            return;
+        }
+    };
+    while hup.recv().await.is_some() {
+        tracing::info!("SIGHUP received: reloading php-fpm");
+        let _ = classic.reload().await;
+    }
+}
+
+/// Completes on the first SIGTERM or SIGINT (or `hearth stop`). A second
+/// signal kills php-fpm's process group and exits at once.
+async fn shutdown_signal(master: u32, stop: Arc<tokio::sync::Notify>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot listen for signals; stop with SIGKILL");
+        return std::future::pending().await;
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+        () = stop.notified() => "hearth stop",
+    };
+    tracing::info!("{name} received: shutting down gracefully (send it again to stop at once)");
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        tracing::warn!("second signal: killing php-fpm and stopping now");
+        if let Some(pid) = rustix::process::Pid::from_raw(master as i32) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+        std::process::exit(130);
+    });
+}
