@@ -73,6 +73,12 @@ impl Connection {
         }
     }
 
+    /// The scheme and the port the client connected to, as nginx puts
+    /// them in a redirect it makes (`absolute_redirect on`).
+    pub fn scheme_and_port(&self) -> (&'static str, &str) {
+        (if self.https { "https" } else { "http" }, &self.server_port)
+    }
+
     /// The client's IP address and port, as `$_SERVER` has them.
     pub fn remote(&self) -> (&str, &str) {
         (&self.remote_addr, &self.remote_port)

@@ -162,6 +162,7 @@ pub(crate) async fn respond(
         }
         Route::Redirect(location) => {
             let mut response = response::error_page(StatusCode::MOVED_PERMANENTLY);
+            let location = absolute(&location, &parts, cx.conn, &cx.config.server_name);
             match HeaderValue::from_bytes(&location) {
                 Ok(value) => {
                     response.headers_mut().insert(http::header::LOCATION, value);
@@ -178,6 +179,34 @@ pub(crate) async fn respond(
         Route::BadRequest => response::error_page(StatusCode::BAD_REQUEST),
         Route::Php(target) => php(site, target, parts, incoming, turn, cx).await,
     }
+}
+
+/// The absolute URL nginx makes of a redirect's path (`absolute_redirect
+/// on`, `server_name_in_redirect off`, `port_in_redirect on`): the
+/// request's host without its port (else the server name), then the port
+/// the client connected to unless it is the scheme's default.
+fn absolute(path: &[u8], parts: &Parts, conn: &Connection, server_name: &str) -> Vec<u8> {
+    let host = parts
+        .headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| parts.uri.host())
+        .map(|h| match h.rfind(':') {
+            Some(at) if !h[at..].contains(']') => &h[..at],
+            _ => h,
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or(server_name)
+        .to_ascii_lowercase();
+    let (scheme, port) = conn.scheme_and_port();
+    let default = matches!((scheme, port), ("http", "80") | ("https", "443"));
+    let mut url = format!("{scheme}://{host}").into_bytes();
+    if !default {
+        url.push(b':');
+        url.extend_from_slice(port.as_bytes());
+    }
+    url.extend_from_slice(path);
+    url
 }
 
 /// Runs `target` in the pool and answers with its response.

@@ -18,8 +18,8 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::classic::{self, ClassicSite};
 use crate::cgi::{self, Connection};
+use crate::classic::{self, ClassicSite};
 use crate::config::ServeConfig;
 use crate::framing::Limits;
 use crate::guard::{self, GuardedIo, Timeouts, Tracked};

@@ -286,16 +286,20 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         status_path: config.status_path.clone(),
         reload_wait: whole_seconds(options.stop_timeout.0) + Duration::from_secs(10),
     });
-    let observing =
-        match crate::observe::start(&observe, control, addr, Engine::Classic(classic.clone()))
-            .await
-        {
-            Ok(observing) => observing,
-            Err(e) => {
-                classic.stop(options.stop_timeout.0).await;
-                return Err(e);
-            }
-        };
+    let observing = match crate::observe::start(
+        &observe,
+        control,
+        addr,
+        Engine::Classic(classic.clone()),
+    )
+    .await
+    {
+        Ok(observing) => observing,
+        Err(e) => {
+            classic.stop(options.stop_timeout.0).await;
+            return Err(e);
+        }
+    };
     tokio::spawn(reload_on_hangup(classic.clone()));
     let stopping = observing.stopping.clone();
     let stop = observing.stop.clone();
