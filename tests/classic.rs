@@ -64,8 +64,8 @@ fn site() -> tempfile::TempDir {
     let root = dir.path();
     let write = |name: &str, text: &str| {
         let path = root.join(name);
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, text).unwrap();
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("test setup");
+        std::fs::write(path, text).expect("test setup");
     };
     write(
         "index.php",
@@ -111,7 +111,7 @@ echo 'GET=', json_encode($_GET), "\n";
     write(".env", "SECRET=classic\n");
     // Readable by php-fpm's children (www-data) on both sides.
     for dir in [root.to_path_buf(), root.join("sub"), root.join("uploads")] {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).expect("test setup");
     }
     dir
 }
@@ -187,7 +187,7 @@ fn classic_mode_answers_as_nginx_and_php_fpm_do() {
     // What the scripts printed, checked once here (the table compared it).
     let r = Req::new("GET", "/index.php/some/path?x=1").send(hearth.addr);
     let text = r.text();
-    let root = std::fs::canonicalize(site.path()).unwrap();
+    let root = std::fs::canonicalize(site.path()).expect("test setup");
     for line in [
         format!("SCRIPT_FILENAME={}/index.php", root.display()),
         "SCRIPT_NAME=/index.php".to_owned(),
@@ -208,13 +208,14 @@ fn classic_mode_answers_as_nginx_and_php_fpm_do() {
 fn dotfiles_and_symlinks_out_of_the_root_are_refused_where_nginx_serves_them() {
     let site = site();
     let outside = support::tempdir();
-    std::fs::write(outside.path().join("secret.txt"), "outside\n").unwrap();
-    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "outside\n").expect("test setup");
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("test setup");
     std::os::unix::fs::symlink(
         outside.path().join("secret.txt"),
         site.path().join("link.txt"),
     )
-    .unwrap();
+    .expect("test setup");
     let fpm = Reference::start_with(site.path(), "index.php", &[("NGINX_SITE", "classic")]);
     let hearth = hearth(site.path(), &[]);
     for (path, nginx_body) in [("/.env", "SECRET=classic\n"), ("/link.txt", "outside\n")] {
@@ -250,7 +251,7 @@ fn a_script_past_the_request_timeout_gets_504_and_the_next_request_is_served() {
 /// are in its process group), from /proc.
 fn php_fpm_under(master: u32) -> Vec<u32> {
     let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
         };
@@ -305,7 +306,7 @@ fn a_root_that_does_not_exist_is_refused_with_its_name() {
         .arg(&missing)
         .args(support::as_root())
         .output()
-        .unwrap();
+        .expect("test setup");
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
