@@ -342,29 +342,10 @@ async fn reload_on_hangup(classic: Arc<Classic>) {
 /// Completes on the first SIGTERM or SIGINT (or `hearth stop`). A second
 /// signal kills php-fpm's process group and exits at once.
 async fn shutdown_signal(master: u32, stop: Arc<tokio::sync::Notify>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot listen for signals; stop with SIGKILL");
-        return std::future::pending().await;
-    };
-    let name = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-        () = stop.notified() => "hearth stop",
-    };
-    tracing::info!("{name} received: shutting down gracefully (send it again to stop at once)");
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        tracing::warn!("second signal: killing php-fpm and stopping now");
+    crate::serve::shutdown_signal_then(stop, "php-fpm", move || {
         if let Some(pid) = rustix::process::Pid::from_raw(master as i32) {
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
-        std::process::exit(130);
-    });
+    })
+    .await;
 }

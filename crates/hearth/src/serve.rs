@@ -487,6 +487,17 @@ fn watch_php_files(
 /// Completes on the first SIGTERM or SIGINT. A second one kills the
 /// workers and exits at once.
 pub(crate) async fn shutdown_signal(pool: Pool, stop: std::sync::Arc<tokio::sync::Notify>) {
+    shutdown_signal_then(stop, "the workers", move || pool.kill_all()).await;
+}
+
+/// Completes on the first SIGTERM or SIGINT (or `hearth stop`). A second
+/// signal runs `kill` (what kills `what`: the workers, php-fpm) and exits
+/// at once.
+pub(crate) async fn shutdown_signal_then(
+    stop: std::sync::Arc<tokio::sync::Notify>,
+    what: &'static str,
+    kill: impl FnOnce() + Send + 'static,
+) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -506,8 +517,8 @@ pub(crate) async fn shutdown_signal(pool: Pool, stop: std::sync::Arc<tokio::sync
             _ = term.recv() => {}
             _ = int.recv() => {}
         }
-        tracing::warn!("second signal: killing the workers and stopping now");
-        pool.kill_all();
+        tracing::warn!("second signal: killing {what} and stopping now");
+        kill();
         std::process::exit(130);
     });
 }
