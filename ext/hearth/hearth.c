@@ -225,25 +225,6 @@ static void replace_handler(const char *name, size_t len)
 	}
 }
 
-/* Installed at the first request, so a PHP that merely loads the extension
- * (php-fpm, the CLI) runs unchanged. */
-static void hook(void)
-{
-	if (hooked) {
-		return;
-	}
-	hooked = true;
-	orig_read_post = sapi_module.read_post;
-	sapi_module.read_post = hearth_read_post;
-	orig_getenv = sapi_module.getenv;
-	sapi_module.getenv = hearth_getenv;
-	orig_register_server_variables = sapi_module.register_server_variables;
-	sapi_module.register_server_variables = hearth_register_server_variables;
-	orig_import_environment = php_import_environment_variables;
-	php_import_environment_variables = hearth_import_environment;
-	replace_handler(ZEND_STRL("apache_request_headers"));
-	replace_handler(ZEND_STRL("getallheaders"));
-}
 
 /* }}} */
 
@@ -639,7 +620,6 @@ typedef struct {
 
 static hearth_response resp = { .body_at = NO_FRAME };
 
-static bool output_hooked = false;
 /* PHP is shutting the worker down: its own callbacks again. */
 static bool exiting = false;
 static size_t (*orig_ub_write)(const char *str, size_t len);
@@ -851,12 +831,26 @@ static int hearth_send_headers(sapi_headers_struct *sapi_headers)
 	return SAPI_HEADER_SENT_SUCCESSFULLY;
 }
 
-static void hook_output(void)
+
+/* The SAPI hooks of the request (input) and the response (output),
+ * installed at the first request, so a PHP that merely loads the extension
+ * (php-fpm, the CLI) runs unchanged. */
+static void hook(void)
 {
-	if (output_hooked) {
+	if (hooked) {
 		return;
 	}
-	output_hooked = true;
+	hooked = true;
+	orig_read_post = sapi_module.read_post;
+	sapi_module.read_post = hearth_read_post;
+	orig_getenv = sapi_module.getenv;
+	sapi_module.getenv = hearth_getenv;
+	orig_register_server_variables = sapi_module.register_server_variables;
+	sapi_module.register_server_variables = hearth_register_server_variables;
+	orig_import_environment = php_import_environment_variables;
+	php_import_environment_variables = hearth_import_environment;
+	replace_handler(ZEND_STRL("apache_request_headers"));
+	replace_handler(ZEND_STRL("getallheaders"));
 	orig_ub_write = sapi_module.ub_write;
 	sapi_module.ub_write = hearth_ub_write;
 	orig_flush = sapi_module.flush;
@@ -1074,7 +1068,7 @@ PHP_FUNCTION(hearth_response_begin)
 		Z_PARAM_LONG(id)
 	ZEND_PARSE_PARAMETERS_END();
 
-	hook_output();
+	hook();
 	response_release();
 	/* Whatever was printed between requests goes to the log, and the
 	 * output layer starts again, as at a request's startup. */
