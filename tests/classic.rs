@@ -107,6 +107,11 @@ echo 'GET=', json_encode($_GET), "\n";
         "<?php header('Location: /admin.php'); echo \"moved\\n\";\n",
     );
     write("slow.php", "<?php sleep(30); echo \"late\\n\";\n");
+    write(
+        "big.php",
+        "<?php $piece = str_repeat('x', 1 << 20); for ($i = 0; $i < 24; $i++) { echo $piece; }\n\
+         file_put_contents($_GET['done'] . '/' . uniqid('', true), '');\n",
+    );
     write("uploads/evil.jpg", "<?php echo \"EVIL RAN\\n\";\n");
     write(".env", "SECRET=classic\n");
     // Readable by php-fpm's children (www-data) on both sides.
@@ -245,6 +250,54 @@ fn a_script_past_the_request_timeout_gets_504_and_the_next_request_is_served() {
         (next.status, next.text().as_str()),
         (200, "marker: admin\n")
     );
+}
+
+/// Clients that ask for 24 MiB each and never read: php-fpm's children
+/// are not held (each script writes its whole response and ends) (their responses are taken at php-fpm's pace, into the
+/// bounded memory shared by all responses and then a temporary file, as
+/// for worker responses), the next client is served, and the front's
+/// memory stays bounded: not six times 24 MiB.
+#[test]
+fn clients_that_never_read_hold_neither_php_fpm_nor_memory() {
+    let site = site();
+    let hearth = hearth(site.path(), &["--queue-timeout", "10"]);
+    let pid = hearth.pid();
+    let idle = support::vm_kib(pid, "VmRSS");
+    // Each script marks its end here: it has written all 24 MiB.
+    let done = support::reachable_tempdir();
+    std::fs::set_permissions(done.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let request = format!(
+        "GET /big.php?done={} HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        done.path().display()
+    );
+    let stalled: Vec<std::net::TcpStream> = (0..6)
+        .map(|_| {
+            let mut stream = std::net::TcpStream::connect(hearth.addr).expect("connect");
+            use std::io::Write as _;
+            stream.write_all(request.as_bytes()).expect("send");
+            stream
+        })
+        .collect();
+    support::eventually(
+        Duration::from_secs(60),
+        "the six scripts to write their whole response",
+        || {
+            let n = std::fs::read_dir(done.path()).map_or(0, |d| d.count());
+            (n == 6).then_some(())
+        },
+    );
+    let next = Req::new("GET", "/admin.php").send(hearth.addr);
+    assert_eq!(
+        (next.status, next.text().as_str()),
+        (200, "marker: admin\n")
+    );
+    let peak = support::vm_kib(pid, "VmHWM");
+    eprintln!("front: idle {idle} KiB, peak {peak} KiB with six 24 MiB responses unread");
+    assert!(
+        peak < idle + 128 * 1024,
+        "the front grew from {idle} KiB to {peak} KiB"
+    );
+    drop(stalled);
 }
 
 /// The pids of the php-fpm processes whose parent is `parent` (or that
