@@ -10,7 +10,8 @@ use hearth_pool::{PoolConfig, WorkerUser};
 use serde::{Deserialize, Serialize};
 
 use super::values::{
-    self, AccessLogChoice, Address, EnvVar, ExtensionChoice, Proxy, Seconds, Size,
+    self, AccessLogChoice, Address, ClassicChoice, EnvVar, ExtensionChoice, Proxy, RouteRule,
+    Seconds, Size,
 };
 use super::{Fault, Origins, Section};
 
@@ -112,6 +113,25 @@ pub struct ServeOptions {
     /// files run in a php-fpm pool, routed as nginx would [default: none]
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+    /// With a worker script and --root, a mixed site: the front controller runs in
+    /// the workers and the other .php entries in a php-fpm pool, routed as classic
+    /// mode routes them; auto when php-fpm is installed, on refuses to start
+    /// without it, off sends every request that is not a static file to the workers
+    #[arg(long, value_name = "auto/on/off")]
+    pub classic: ClassicChoice,
+    /// Most php-fpm children of a mixed site's pool (pm = ondemand: none until a
+    /// classic script is asked for) [default: --workers]
+    #[arg(long, value_name = "N")]
+    pub classic_workers: Option<usize>,
+    /// A mixed site's requests under PREFIX go to the workers (worker) or are
+    /// routed as classic mode routes them, front controller included (classic);
+    /// the longest prefix wins (repeatable; [[serve.route]] in the file)
+    #[arg(long = "route", value_name = "PREFIX=worker/classic")]
+    pub route: Vec<RouteRule>,
+    /// php-fpm binary for classic mode and mixed sites [default: php-fpm8.2, else
+    /// php-fpm, on PATH or in /usr/sbin]
+    #[arg(long, value_name = "PATH")]
+    pub php_fpm: Option<PathBuf>,
     /// Do not gzip or brotli-compress responses on the fly (precompressed .br/.gz
     /// files are still served)
     #[arg(long = "no-compression", action = clap::ArgAction::Set, num_args = 0, default_missing_value = "false")]
@@ -237,6 +257,10 @@ impl Default for ServeOptions {
             max_connections: 10_000,
             server_name: "localhost".to_owned(),
             root: None,
+            classic: ClassicChoice::Auto,
+            classic_workers: None,
+            route: Vec::new(),
+            php_fpm: None,
             compression: true,
             queue_timeout: Seconds::from_secs(30),
             boot_timeout: Seconds::from_secs(60),
@@ -279,6 +303,7 @@ impl Section for ServeOptions {
             ("tls_cert", &mut self.tls_cert),
             ("tls_key", &mut self.tls_key),
             ("root", &mut self.root),
+            ("php_fpm", &mut self.php_fpm),
             ("control_socket", &mut self.control_socket),
             ("access_log_file", &mut self.access_log_file),
         ]
@@ -305,6 +330,9 @@ impl Section for ServeOptions {
         // one given for a name wins).
         if given.on_command_line("env") {
             self.env.splice(0..0, file.env);
+        }
+        if given.on_command_line("route") {
+            self.route.splice(0..0, file.route);
         }
     }
 
@@ -358,6 +386,45 @@ impl Section for ServeOptions {
         if let Some(why) = self.env.iter().find_map(EnvVar::fault) {
             return Err(Fault::new("env", why));
         }
+        self.validate_mixed()
+    }
+}
+
+impl ServeOptions {
+    /// The options of mixed sites: meaningful with a worker script and a
+    /// document root only, and prefix routes only in mixed mode.
+    fn validate_mixed(&self) -> Result<(), Fault> {
+        if self.classic_workers == Some(0) {
+            return Err(Fault::new("classic_workers", "must be at least 1"));
+        }
+        if let Some(why) = self.route.iter().find_map(RouteRule::fault) {
+            return Err(Fault::new("route", why));
+        }
+        let mixed = self.script.is_some() && self.root.is_some();
+        if self.classic != ClassicChoice::Auto && !mixed {
+            return Err(Fault::new(
+                "classic",
+                "is for mixed sites: it needs a worker script and {root}",
+            ));
+        }
+        if !self.route.is_empty() && !mixed {
+            return Err(Fault::new(
+                "route",
+                "is for mixed sites: it needs a worker script and {root}",
+            ));
+        }
+        if !self.route.is_empty() && self.classic == ClassicChoice::Off {
+            return Err(Fault::new(
+                "route",
+                "needs mixed mode, which {classic} off turns off",
+            ));
+        }
+        if self.classic_workers.is_some() && !mixed {
+            return Err(Fault::new(
+                "classic_workers",
+                "is for mixed sites: it needs a worker script and {root}",
+            ));
+        }
         Ok(())
     }
 }
@@ -368,6 +435,12 @@ fn cpus() -> usize {
 }
 
 impl ServeOptions {
+    /// Most php-fpm children of a mixed site: `classic_workers`, or as
+    /// many as workers.
+    pub fn classic_workers(&self) -> usize {
+        self.classic_workers.unwrap_or_else(|| self.workers())
+    }
+
     /// Worker processes at most: `workers`, or one per CPU.
     pub fn workers(&self) -> usize {
         self.workers.unwrap_or_else(cpus)
