@@ -323,7 +323,7 @@ fn real_dir(dir: &Path) -> Result<PathBuf, Error> {
 /// Whether the regex location `~ [^/]\.php(/|$)` matches: `.php` after a
 /// byte that is not `/`, then `/` or the end. PCRE's `$` also matches just
 /// before a final newline, so `/x.php\n` matches too.
-pub(crate) fn is_php_location(uri: &[u8]) -> bool {
+pub fn is_php_location(uri: &[u8]) -> bool {
     (1..uri.len()).any(|at| {
         uri[at..].starts_with(b".php")
             && uri[at - 1] != b'/'

@@ -4,6 +4,7 @@
 //! routed as nginx + Debian's `snippets/fastcgi-php.conf` route them
 //! ([`hearth_http::ClassicSite`]).
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,8 @@ pub struct Classic {
     /// How long a reload may take (php-fpm waits up to its
     /// `process_control_timeout` for busy children).
     reload_wait: Duration,
+    /// Children always running (none with `pm = ondemand`).
+    min_children: usize,
 }
 
 impl Classic {
@@ -59,6 +62,24 @@ impl Classic {
     /// The status report, in the shape of worker mode's (`hearth
     /// status`), with php-fpm's children as the workers.
     pub async fn status(&self, state: &ControlState) -> Value {
+        let (pool, workers, stopped) = self.children().await;
+        json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "listen": state.listen.to_string(),
+            "mode": "classic",
+            "script": format!("classic mode: {} (php-fpm)", self.site.real_root().display()),
+            "root": self.site.real_root(),
+            "uptime": self.started.elapsed().as_secs_f64(),
+            "stopping": state.stopping.load(std::sync::atomic::Ordering::Acquire) || stopped,
+            "pool": pool,
+            "workers": workers,
+        })
+    }
+
+    /// php-fpm's pool totals and children, in the shape of worker mode's
+    /// `pool` and `workers`, and whether php-fpm has been stopped.
+    pub async fn children(&self) -> (Value, Value, bool) {
         let fpm = self.fpm.read().await;
         let children = match fpm.as_ref() {
             Some(fpm) => fpm.children().await.unwrap_or_else(|e| {
@@ -95,35 +116,25 @@ impl Classic {
                 })
             })
             .collect();
-        json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "pid": std::process::id(),
-            "listen": state.listen.to_string(),
-            "mode": "classic",
-            "script": format!("classic mode: {} (php-fpm)", self.site.real_root().display()),
-            "root": self.site.real_root(),
-            "uptime": self.started.elapsed().as_secs_f64(),
-            "stopping": state.stopping.load(std::sync::atomic::Ordering::Acquire) || fpm.is_none(),
-            "pool": {
-                "workers": self.site.children(),
-                "min_workers": self.site.children(),
-                "max_workers": self.site.children(),
-                "live": children.len(),
-                "busy": busy,
-                "idle": children.len() - busy,
-                "failing": 0,
-                "queue": 0,
-                "started": Value::Null,
-                "restarts": Value::Null,
-                "restarts_by_reason": {},
-            },
-            "workers": workers,
-        })
+        let pool = json!({
+            "workers": self.site.children(),
+            "min_workers": self.min_children,
+            "max_workers": self.site.children(),
+            "live": children.len(),
+            "busy": busy,
+            "idle": children.len() - busy,
+            "failing": 0,
+            "queue": 0,
+            "started": Value::Null,
+            "restarts": Value::Null,
+            "restarts_by_reason": {},
+        });
+        (pool, Value::Array(workers), fpm.is_none())
     }
 
     /// Stops php-fpm: its children finish their requests within `grace`,
     /// then are stopped firmly.
-    async fn stop(&self, grace: Duration) {
+    pub async fn stop(&self, grace: Duration) {
         let Some(fpm) = self.fpm.write().await.take() else {
             return;
         };
@@ -134,13 +145,81 @@ impl Classic {
     }
 }
 
+impl Classic {
+    /// Starts php-fpm with `config` for the site at `root` (absolute, a
+    /// directory), its requests routed with `routing`; `children` is how
+    /// many requests php-fpm runs at once (`pm.max_children`).
+    pub async fn start(
+        options: &ServeOptions,
+        root: &Path,
+        routing: hearth_classic::Options,
+        config: &FpmConfig,
+    ) -> anyhow::Result<Classic> {
+        let (children, min_children) = match config.process_manager {
+            ProcessManager::Static { children } => (children, children),
+            ProcessManager::Dynamic { max_children, .. } => (max_children, 0),
+            ProcessManager::OnDemand { max_children, .. } => (max_children, 0),
+        };
+        let children = usize::try_from(children).unwrap_or(usize::MAX);
+        let min_children = usize::try_from(min_children).unwrap_or(usize::MAX);
+        let fpm = FpmPool::start(config)
+            .await
+            .context("cannot start php-fpm")?;
+        let timeout = options.request_timeout.nonzero();
+        // php-fpm's request_terminate_timeout ends a script that runs too
+        // long; Hearth's own wait is a second longer, so that the 504 comes
+        // with the child replaced. Without a limit, a day.
+        let wait = timeout.map_or(Duration::from_secs(86_400), |t| {
+            whole_seconds(t) + Duration::from_secs(1)
+        });
+        let limits = fastcgi::Limits {
+            head_timeout: wait,
+            read_timeout: wait,
+            terminate_after: config.request_terminate_timeout,
+            ..fastcgi::Limits::default()
+        };
+        let site = match ClassicSite::new(
+            root,
+            routing,
+            fpm.socket().to_path_buf(),
+            limits,
+            (children, options.queue_timeout.0),
+        ) {
+            Ok(site) => Arc::new(site),
+            Err(e) => {
+                let _ = fpm.stop(Duration::from_secs(1)).await;
+                bail!("document root {}: {e}", root.display());
+            }
+        };
+        Ok(Classic {
+            site,
+            fpm: tokio::sync::RwLock::new(Some(fpm)),
+            started: Instant::now(),
+            status_path: config.status_path.clone(),
+            reload_wait: whole_seconds(options.stop_timeout.0) + Duration::from_secs(10),
+            min_children,
+        })
+    }
+
+    /// The site: its root, router and php-fpm socket.
+    pub fn site(&self) -> &Arc<ClassicSite> {
+        &self.site
+    }
+
+    /// php-fpm's master: its pid and private directory (none once stopped).
+    pub async fn master(&self) -> Option<(u32, PathBuf)> {
+        let fpm = self.fpm.read().await;
+        fpm.as_ref().map(|fpm| (fpm.pid(), fpm.dir().to_path_buf()))
+    }
+}
+
 /// Whole seconds, rounded up (php-fpm's durations are whole seconds).
 fn whole_seconds(d: Duration) -> Duration {
     Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0))
 }
 
 /// php-fpm's configuration from `hearth serve`'s options.
-fn fpm_config(options: &ServeOptions) -> anyhow::Result<FpmConfig> {
+pub(crate) fn fpm_config(options: &ServeOptions) -> anyhow::Result<FpmConfig> {
     // The same rules as for workers: as root a user must be named, and
     // `--user root` says so for root itself.
     let user = crate::serve::worker_user(options.user.as_deref())?;
@@ -166,6 +245,7 @@ fn fpm_config(options: &ServeOptions) -> anyhow::Result<FpmConfig> {
         .collect();
     let timeout = options.request_timeout.nonzero().map(whole_seconds);
     Ok(FpmConfig {
+        binary: options.php_fpm.clone(),
         process_manager: ProcessManager::Static {
             children: u32::try_from(options.workers()).unwrap_or(u32::MAX),
         },
@@ -235,37 +315,15 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", options.listen.0))?;
     let addr = listener.local_addr()?;
     let control = crate::observe::bind_control(&observe, addr)?;
-    let fpm = FpmPool::start(&config)
+    let classic = Classic::start(&options, &root, hearth_classic::Options::default(), &config)
         .await
-        .context("cannot start php-fpm for classic mode")?;
-    let timeout = options.request_timeout.nonzero();
-    // php-fpm's request_terminate_timeout ends a script that runs too
-    // long; Hearth's own wait is a second longer, so that the 504 comes
-    // with the child replaced. Without a limit, a day.
-    let wait = timeout.map_or(Duration::from_secs(86_400), |t| {
-        whole_seconds(t) + Duration::from_secs(1)
-    });
-    let limits = fastcgi::Limits {
-        head_timeout: wait,
-        read_timeout: wait,
-        terminate_after: config.request_terminate_timeout,
-        ..fastcgi::Limits::default()
-    };
-    let site = match ClassicSite::new(
-        &root,
-        hearth_classic::Options::default(),
-        fpm.socket().to_path_buf(),
-        limits,
-        (options.workers(), options.queue_timeout.0),
-    ) {
-        Ok(site) => Arc::new(site),
-        Err(e) => {
-            let _ = fpm.stop(Duration::from_secs(1)).await;
-            bail!("document root {}: {e}", given.display());
-        }
+        .context("classic mode")?;
+    let site = classic.site().clone();
+    let Some((master, dir)) = classic.master().await else {
+        bail!("php-fpm stopped at start");
     };
     tracing::info!(
-        "hearth {} starting classic mode for {}{} on {}://{addr} with {} php-fpm children (pid {}, {})",
+        "hearth {} starting classic mode for {}{} on {}://{addr} with {} php-fpm children (pid {master}, {})",
         env!("CARGO_PKG_VERSION"),
         root.display(),
         if site.real_root() == root {
@@ -275,17 +333,9 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         },
         if http.tls.is_some() { "https" } else { "http" },
         options.workers(),
-        fpm.pid(),
-        fpm.dir().display(),
+        dir.display(),
     );
-    let master = fpm.pid();
-    let classic = Arc::new(Classic {
-        site: site.clone(),
-        fpm: tokio::sync::RwLock::new(Some(fpm)),
-        started: Instant::now(),
-        status_path: config.status_path.clone(),
-        reload_wait: whole_seconds(options.stop_timeout.0) + Duration::from_secs(10),
-    });
+    let classic = Arc::new(classic);
     let observing = match crate::observe::start(
         &observe,
         control,

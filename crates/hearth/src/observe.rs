@@ -76,7 +76,7 @@ pub async fn start(
     let stop = Arc::new(Notify::new());
     let stopping = Arc::new(AtomicBool::new(false));
     let pool = match &engine {
-        Engine::Workers(pool) => Some(pool.clone()),
+        Engine::Workers(pool) | Engine::Mixed(pool, _) => Some(pool.clone()),
         Engine::Classic(_) => None,
     };
     control.serve(ControlState {
