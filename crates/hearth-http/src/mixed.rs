@@ -126,3 +126,127 @@ impl MixedSite {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+
+    fn mixed(root: &Path, front: &str, areas: &[(&str, Area)]) -> MixedSite {
+        let options = hearth_classic::Options {
+            fallback: Some(front.to_owned()),
+            ..hearth_classic::Options::default()
+        };
+        let classic = ClassicSite::new(
+            root,
+            options,
+            "/nonexistent.sock".into(),
+            hearth_fpm::fastcgi::Limits::default(),
+            (1, Duration::from_secs(1)),
+        )
+        .expect("site");
+        let areas = areas.iter().map(|(p, a)| ((*p).to_owned(), *a)).collect();
+        MixedSite::new(Arc::new(classic), front, areas)
+    }
+
+    /// Where `path` goes: "worker", "worker+static", "php SCRIPT_NAME",
+    /// or the classic route's kind.
+    fn goes(site: &MixedSite, path: &str) -> String {
+        let (parts, ()) = http::Request::builder()
+            .uri(path)
+            .body(())
+            .expect("request")
+            .into_parts();
+        match site.decide(&parts) {
+            Decision::Worker { static_first: true } => "worker+static".into(),
+            Decision::Worker {
+                static_first: false,
+            } => "worker".into(),
+            Decision::Answer(r) => format!("answer {}", r.status().as_u16()),
+            Decision::Classic(routed) => match routed.route {
+                Route::Php(t) => format!("php {}", String::from_utf8_lossy(&t.script_name)),
+                Route::Static(_) => "static".into(),
+                Route::Redirect(_) => "redirect".into(),
+                Route::NotFound => "404".into(),
+                Route::Forbidden => "403".into(),
+                Route::BadRequest => "400".into(),
+            },
+        }
+    }
+
+    fn root_with(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for file in files {
+            let path = dir.path().join(file);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, "<?php\n").expect("write");
+        }
+        dir
+    }
+
+    #[test]
+    fn the_front_controller_goes_to_the_workers_and_other_scripts_to_php_fpm() {
+        let root = root_with(&["index.php", "legacy.php", "admin/old.php", "a.txt"]);
+        let site = mixed(root.path(), "/index.php", &[]);
+        for (path, expected) in [
+            ("/", "worker"),
+            ("/index.php", "worker"),
+            ("/index.php/x/y", "worker"),
+            ("/no/such/page?q=1", "worker"),
+            ("/legacy.php", "php /legacy.php"),
+            ("/legacy.php/more", "php /legacy.php"),
+            ("/admin/old.php", "php /admin/old.php"),
+            ("/admin", "redirect"),
+            ("/a.txt", "static"),
+            ("/missing.php", "404"),
+            ("/%2e%2e/x", "answer 400"),
+        ] {
+            assert_eq!(goes(&site, path), expected, "{path}");
+        }
+    }
+
+    #[test]
+    fn the_longest_prefix_wins_and_matches_the_normalized_path() {
+        let root = root_with(&["index.php", "legacy.php", "admin/old.php"]);
+        let site = mixed(
+            root.path(),
+            "/index.php",
+            &[
+                ("/admin/", Area::Worker),
+                ("/admin/old", Area::Classic),
+                ("/reports/", Area::Classic),
+            ],
+        );
+        for (path, expected) in [
+            ("/admin/old.php", "php /admin/old.php"),
+            ("/admin/new.php", "worker+static"),
+            ("/admin/x/../old.php", "php /admin/old.php"),
+            ("/reports/q3", "php /index.php"),
+            ("/reports/../legacy.php", "php /legacy.php"),
+            ("/", "worker"),
+        ] {
+            assert_eq!(goes(&site, path), expected, "{path}");
+        }
+    }
+
+    #[test]
+    fn with_the_worker_script_outside_the_root_index_php_is_its_stand_in() {
+        // public/index.php, the app's classic twin: what routes to it, and
+        // every miss, goes to the workers.
+        let root = root_with(&["index.php", "legacy.php"]);
+        let site = mixed(root.path(), "/index.php", &[]);
+        assert_eq!(goes(&site, "/hello/ann"), "worker");
+        assert_eq!(goes(&site, "/legacy.php"), "php /legacy.php");
+        // No index.php at all: misses and the front controller by name
+        // still go to the workers, `/` too (nginx's 403 without an index).
+        let root = root_with(&["legacy.php"]);
+        let site = mixed(root.path(), "/index.php", &[]);
+        for path in ["/", "/hello/ann", "/index.php", "/index.php/x"] {
+            assert_eq!(goes(&site, path), "worker", "{path}");
+        }
+        assert_eq!(goes(&site, "/missing.php"), "404");
+        assert_eq!(goes(&site, "/legacy.php"), "php /legacy.php");
+    }
+}
