@@ -298,9 +298,14 @@ async fn connection(stream: UnixStream, state: Arc<ControlState>) {
             tracing::info!(
                 "reload asked for over the control socket: reloading the workers and php-fpm"
             );
-            // Both, whatever the first gave: each keeps serving on failure.
+            // php-fpm (and the root static files come from) only after the
+            // workers: a release whose worker script cannot boot leaves
+            // the whole site on the old one.
             let workers = reload_workers(pool).await;
-            let fpm = classic.reload().await;
+            let fpm = match &workers {
+                Ok(_) => classic.reload().await.map_err(|e| e.to_string()),
+                Err(_) => Err("php-fpm was not reloaded either".to_owned()),
+            };
             match (workers, fpm) {
                 (Ok(paths), Ok(message)) => (
                     json!({
@@ -315,7 +320,7 @@ async fn connection(stream: UnixStream, state: Arc<ControlState>) {
                     false,
                 ),
                 (workers, fpm) => {
-                    let errors: Vec<String> = [workers.err(), fpm.err().map(|e| e.to_string())]
+                    let errors: Vec<String> = [workers.err(), fpm.err()]
                         .into_iter()
                         .flatten()
                         .collect();

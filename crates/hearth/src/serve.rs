@@ -528,13 +528,20 @@ async fn reloader(
         }
         match pool.reload().await {
             Ok(paths) => {
-                tracing::info!("reload done: every worker runs {}", paths.script.display())
+                tracing::info!("reload done: every worker runs {}", paths.script.display());
+                if let Some(classic) = classic {
+                    // Logs its outcome itself.
+                    let _ = classic.reload().await;
+                }
             }
-            Err(e) => tracing::error!("reload failed, the old workers keep serving: {e}"),
-        }
-        if let Some(classic) = classic {
-            // Logs its outcome itself.
-            let _ = classic.reload().await;
+            Err(e) => tracing::error!(
+                "reload failed, the old workers keep serving{}: {e}",
+                if classic.is_some() {
+                    " (and php-fpm the old root)"
+                } else {
+                    ""
+                }
+            ),
         }
     }
 }
