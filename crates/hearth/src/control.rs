@@ -320,10 +320,8 @@ async fn connection(stream: UnixStream, state: Arc<ControlState>) {
                     false,
                 ),
                 (workers, fpm) => {
-                    let errors: Vec<String> = [workers.err(), fpm.err()]
-                        .into_iter()
-                        .flatten()
-                        .collect();
+                    let errors: Vec<String> =
+                        [workers.err(), fpm.err()].into_iter().flatten().collect();
                     (json!({"ok": false, "error": errors.join("; ")}), false)
                 }
             }

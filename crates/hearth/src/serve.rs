@@ -464,8 +464,8 @@ pub(crate) fn worker_user(spec: Option<&str>) -> anyhow::Result<Option<hearth_po
     Ok(Some(user))
 }
 
-/// Reloads the workers on SIGHUP and, with `--watch`, when a PHP file
-/// under the watched directory changes. Triggers that arrive together
+/// Reloads the workers (then a mixed site's php-fpm) on SIGHUP and, with
+/// `--watch`, when a PHP file under the watched directory changes. Triggers that arrive together
 /// (an editor saving several files) make one reload.
 ///
 /// The watched directory is the one the script (or `--watch-dir`) leads
@@ -479,16 +479,11 @@ async fn reloader(
 ) {
     use tokio::signal::unix::{signal, SignalKind};
     let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(8);
-    // A mixed site's php-fpm is reloaded on SIGHUP too (a changed PHP
-    // file needs no reload there: each request runs it afresh).
-    let hangups = Arc::new(std::sync::atomic::AtomicBool::new(false));
     match signal(SignalKind::hangup()) {
         Ok(mut hup) => {
             let tx = tx.clone();
-            let hangups = hangups.clone();
             tokio::spawn(async move {
                 while hup.recv().await.is_some() {
-                    hangups.store(true, std::sync::atomic::Ordering::Release);
                     let _ = tx.try_send("SIGHUP received".to_owned());
                 }
             });
@@ -519,8 +514,9 @@ async fn reloader(
         let Some(why) = why else { break };
         tokio::time::sleep(Duration::from_millis(200)).await;
         while rx.try_recv().is_ok() {}
-        let hangup = hangups.swap(false, std::sync::atomic::Ordering::AcqRel);
-        let classic = classic.as_ref().filter(|_| hangup);
+        // A mixed site's root and php-fpm follow the workers (a switched
+        // `current` link moves both).
+        let classic = classic.as_ref();
         if classic.is_some() {
             tracing::info!("{why}: reloading the workers and php-fpm");
         } else {
