@@ -129,7 +129,7 @@ pub(crate) async fn respond(
 ) -> Response<ResponseBody> {
     let (uri, query) = match request_uri(&parts) {
         Ok(target) => target,
-        Err(refused) => return refused,
+        Err(status) => return response::error_page(status),
     };
     let routed = site.route(uri, &query);
     answer(site, routed, parts, incoming, turn, cx).await
@@ -156,8 +156,8 @@ impl ClassicSite {
 }
 
 /// The request's path, decoded and normalized as nginx's `$uri`, and its
-/// query string (`$args`); a path nginx refuses is answered with a 400.
-pub(crate) fn request_uri(parts: &Parts) -> Result<(Vec<u8>, Vec<u8>), Response<ResponseBody>> {
+/// query string (`$args`); a path nginx refuses is a 400 (logged here).
+pub(crate) fn request_uri(parts: &Parts) -> Result<(Vec<u8>, Vec<u8>), StatusCode> {
     let (path, query) = match parts.extensions.get::<RawTarget>() {
         Some(RawTarget(raw)) => {
             let end = raw
@@ -175,7 +175,7 @@ pub(crate) fn request_uri(parts: &Parts) -> Result<(Vec<u8>, Vec<u8>), Response<
         Ok(uri) => Ok((uri, query)),
         Err(why) => {
             tracing::warn!(uri = %parts.uri, "refused a request (400 Bad Request): {why}");
-            Err(response::error_page(StatusCode::BAD_REQUEST))
+            Err(StatusCode::BAD_REQUEST)
         }
     }
 }

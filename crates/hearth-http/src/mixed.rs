@@ -85,7 +85,7 @@ impl MixedSite {
     pub(crate) fn decide(&self, parts: &Parts) -> Decision {
         let (uri, query) = match classic::request_uri(parts) {
             Ok(target) => target,
-            Err(refused) => return Decision::Answer(refused),
+            Err(status) => return Decision::Answer(crate::response::error_page(status)),
         };
         let area = self
             .areas
