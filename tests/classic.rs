@@ -367,3 +367,90 @@ fn a_root_that_does_not_exist_is_refused_with_its_name() {
         "the error names the root: {stderr}"
     );
 }
+
+/// `--index` is nginx's `index`, `--fallback` the last argument of its
+/// `try_files`: another front controller, or none (`off`: a miss is a
+/// 404, as `try_files $uri $uri/ =404`).
+#[test]
+fn index_files_and_the_front_controller_are_options() {
+    let site = site();
+    std::fs::write(
+        site.path().join("front.php"),
+        "<?php echo 'marker: front ', $_SERVER['SCRIPT_NAME'], ' ', $_SERVER['QUERY_STRING'], \"\\n\";\n",
+    )
+    .expect("test setup");
+    std::fs::write(site.path().join("sub/home.html"), "home, static\n").expect("test setup");
+
+    let server = hearth(
+        site.path(),
+        &["--fallback", "/front.php", "--index", "home.html index.php"],
+    );
+    let r = Req::new("GET", "/no/such/page?x=1").send(server.addr);
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "marker: front /front.php x=1\n")
+    );
+    let r = Req::new("GET", "/sub/").send(server.addr);
+    assert_eq!((r.status, r.text().as_str()), (200, "home, static\n"));
+    // The root has no home.html: its index.php runs.
+    let r = Req::new("GET", "/").send(server.addr);
+    assert!(r.text().starts_with("marker: index\n"), "{}", r.text());
+    drop(server);
+
+    let server = hearth_with_file(site.path(), "[serve]\nfallback = \"off\"\n");
+    let r = Req::new("GET", "/no/such/page").send(server.addr);
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert_eq!(Req::new("GET", "/admin.php").send(server.addr).status, 200);
+    drop(server);
+
+    // A front controller that is not there is said at start (its misses get 404).
+    let server = hearth(site.path(), &["--fallback", "/missing.php"]);
+    server.wait_for_log(
+        "the front controller /missing.php is not in",
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        Req::new("GET", "/no/such/page").send(server.addr).status,
+        404
+    );
+}
+
+/// `hearth serve` with `--config` holding `toml` and `--root`.
+fn hearth_with_file(root: &Path, toml: &str) -> Server {
+    let dir = support::tempdir();
+    let path = dir.path().join("hearth.toml");
+    std::fs::write(&path, toml).expect("test setup");
+    let server = hearth(root, &["--config", &path.to_string_lossy()]);
+    // The file is read at start; it may go now.
+    drop(dir);
+    server
+}
+
+#[test]
+fn a_fallback_that_is_not_a_php_path_is_refused_naming_the_key_and_file() {
+    let site = site();
+    let dir = support::tempdir();
+    let path = dir.path().join("hearth.toml");
+    std::fs::write(&path, "[serve]\nfallback = \"index.html\"\n").expect("test setup");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--root"])
+        .arg(site.path())
+        .arg("--config")
+        .arg(&path)
+        .args(support::as_root())
+        .output()
+        .expect("test setup");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{}: [serve] fallback: \"index.html\"",
+            path.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("must start with / and end in .php"),
+        "{stderr}"
+    );
+}

@@ -253,7 +253,7 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     };
     let site = match ClassicSite::new(
         &root,
-        hearth_classic::Options::default(),
+        options.classic_options(),
         fpm.socket().to_path_buf(),
         limits,
         (options.workers(), options.queue_timeout.0),
@@ -264,6 +264,16 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             bail!("document root {}: {e}", given.display());
         }
     };
+    if let Some(front) = options.fallback.for_router() {
+        let script = site.real_root().join(front.trim_start_matches('/'));
+        if !script.is_file() {
+            tracing::warn!(
+                "the front controller {front} is not in {}: requests for anything not on disk \
+                 will get 404 (--fallback names another script, --fallback off says there is none)",
+                site.real_root().display()
+            );
+        }
+    }
     tracing::info!(
         "hearth {} starting classic mode for {}{} on {}://{addr} with {} php-fpm children (pid {}, {})",
         env!("CARGO_PKG_VERSION"),
