@@ -128,9 +128,10 @@ fn hearth(root: &Path, extra: &[&str]) -> Server {
         root.to_string_lossy().into_owned(),
         "--listen".into(),
         "127.0.0.1:0".into(),
-        "--workers".into(),
-        "2".into(),
     ];
+    if !extra.contains(&"--workers") {
+        args.extend(["--workers".into(), "2".into()]);
+    }
     args.extend(extra.iter().map(|s| s.to_string()));
     Server::spawn_args(&args)
 }
@@ -452,5 +453,70 @@ fn a_fallback_that_is_not_a_php_path_is_refused_naming_the_key_and_file() {
     assert!(
         stderr.contains("must start with / and end in .php"),
         "{stderr}"
+    );
+}
+
+/// The children php-fpm runs, from `hearth status --json`.
+fn live_children(socket: &Path) -> usize {
+    let status = support::status_json(socket);
+    status["pool"]["live"].as_u64().expect("live") as usize
+}
+
+/// `--min-workers` below `--workers` is php-fpm's `pm = dynamic`: the
+/// minimum runs at start and when idle, more start while requests keep
+/// every child busy, never more than `--workers`, and the extra ones stop
+/// once idle again.
+#[test]
+fn min_workers_below_workers_is_a_dynamic_pool() {
+    let site = site();
+    std::fs::write(
+        site.path().join("nap.php"),
+        "<?php usleep(1500000); echo \"rested\\n\";\n",
+    )
+    .expect("test setup");
+    let control = support::tempdir();
+    let socket = control.path().join("control.sock");
+    let server = hearth(
+        site.path(),
+        &[
+            "--workers",
+            "4",
+            "--min-workers",
+            "1",
+            "--control-socket",
+            &socket.to_string_lossy(),
+        ],
+    );
+    server.wait_for_log("with 1 to 4 php-fpm children", Duration::from_secs(10));
+    let status = support::status_json(&socket);
+    assert_eq!(status["pool"]["min_workers"], 1, "{status}");
+    assert_eq!(status["pool"]["max_workers"], 4, "{status}");
+    assert_eq!(live_children(&socket), 1);
+    // Keep four requests running until php-fpm has grown the pool.
+    let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let load: Vec<_> = (0..4)
+        .map(|_| {
+            let (busy, addr) = (busy.clone(), server.addr);
+            std::thread::spawn(move || {
+                while busy.load(std::sync::atomic::Ordering::Relaxed) {
+                    let r = Req::new("GET", "/nap.php").send(addr);
+                    assert_eq!(r.status, 200, "{}", r.text());
+                }
+            })
+        })
+        .collect();
+    let most = support::eventually(Duration::from_secs(30), "php-fpm to start children", || {
+        let live = live_children(&socket);
+        (live >= 3).then_some(live)
+    });
+    busy.store(false, std::sync::atomic::Ordering::Relaxed);
+    for thread in load {
+        thread.join().expect("load");
+    }
+    assert!(most <= 4, "{most} children, over --workers");
+    support::eventually(
+        Duration::from_secs(30),
+        "the extra children to stop",
+        || (live_children(&socket) == 1).then_some(()),
     );
 }

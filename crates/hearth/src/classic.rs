@@ -25,6 +25,8 @@ pub struct Classic {
     fpm: tokio::sync::RwLock<Option<FpmPool>>,
     /// When the server started, for the status.
     started: Instant,
+    /// Children always running (`pm.start_servers`, or all of them).
+    min_children: usize,
     /// php-fpm's status page: the child answering it is not busy.
     status_path: String,
     /// How long a reload may take (php-fpm waits up to its
@@ -106,7 +108,7 @@ impl Classic {
             "stopping": state.stopping.load(std::sync::atomic::Ordering::Acquire) || fpm.is_none(),
             "pool": {
                 "workers": self.site.children(),
-                "min_workers": self.site.children(),
+                "min_workers": self.min_children,
                 "max_workers": self.site.children(),
                 "live": children.len(),
                 "busy": busy,
@@ -139,6 +141,28 @@ fn whole_seconds(d: Duration) -> Duration {
     Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0))
 }
 
+/// php-fpm's `pm` from `--min-workers` and `--workers`. Equal (the
+/// default), `pm = static`. Else `pm = dynamic`, as near worker mode's
+/// meaning as php-fpm allows: `min` children start and stay when idle
+/// (`start_servers` and `max_spare_servers`), one more starts whenever no
+/// child is idle (`min_spare_servers = 1`: php-fpm's check, once a
+/// second, starts 1, then 2, 4 ... up to 32 a second while needed), never
+/// more than `max` in all (`max_children`); idle children past `min` are
+/// stopped one a second (php-fpm has no idle delay in this mode, so
+/// `--scale-down-after` has no counterpart).
+fn process_manager(min: usize, max: usize) -> ProcessManager {
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    if min >= max {
+        return ProcessManager::Static { children: n(max) };
+    }
+    ProcessManager::Dynamic {
+        max_children: n(max),
+        start: n(min),
+        min_spare: 1,
+        max_spare: n(min),
+    }
+}
+
 /// php-fpm's configuration from `hearth serve`'s options.
 fn fpm_config(options: &ServeOptions) -> anyhow::Result<FpmConfig> {
     // The same rules as for workers: as root a user must be named, and
@@ -166,9 +190,7 @@ fn fpm_config(options: &ServeOptions) -> anyhow::Result<FpmConfig> {
         .collect();
     let timeout = options.request_timeout.nonzero().map(whole_seconds);
     Ok(FpmConfig {
-        process_manager: ProcessManager::Static {
-            children: u32::try_from(options.workers()).unwrap_or(u32::MAX),
-        },
+        process_manager: process_manager(options.min_workers(), options.workers()),
         max_requests: u32::try_from(options.max_requests).unwrap_or(u32::MAX),
         request_terminate_timeout: timeout,
         process_control_timeout: whole_seconds(options.stop_timeout.0),
@@ -284,7 +306,10 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             format!(" ({})", site.real_root().display())
         },
         if http.tls.is_some() { "https" } else { "http" },
-        options.workers(),
+        match config.process_manager {
+            ProcessManager::Dynamic { start, max_children, .. } => format!("{start} to {max_children}"),
+            ProcessManager::Static { children } => children.to_string(),
+        },
         fpm.pid(),
         fpm.dir().display(),
     );
@@ -293,6 +318,7 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         site: site.clone(),
         fpm: tokio::sync::RwLock::new(Some(fpm)),
         started: Instant::now(),
+        min_children: options.min_workers().min(options.workers()),
         status_path: config.status_path.clone(),
         reload_wait: whole_seconds(options.stop_timeout.0) + Duration::from_secs(10),
     });
