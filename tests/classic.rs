@@ -301,8 +301,8 @@ fn clients_that_never_read_hold_neither_php_fpm_nor_memory() {
     drop(stalled);
 }
 
-/// The pids of the php-fpm processes whose parent is `parent` (or that
-/// are in its process group), from /proc.
+/// The pids of the live (not zombie) php-fpm processes in the process
+/// group of `master`, from /proc.
 fn php_fpm_under(master: u32) -> Vec<u32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
@@ -321,6 +321,10 @@ fn php_fpm_under(master: u32) -> Vec<u32> {
         if !comm.starts_with("php-fpm") {
             continue;
         }
+        // A zombie has exited: reaping it is its new parent's (init's) work.
+        if fields.first() == Some(&"Z") {
+            continue;
+        }
         let pgrp = fields.get(2).and_then(|p| p.parse::<u32>().ok());
         if pid == master || pgrp == Some(master) {
             found.push(pid);
@@ -334,13 +338,7 @@ fn shutdown_leaves_no_php_fpm_process() {
     let site = site();
     let mut hearth = hearth(site.path(), &[]);
     assert_eq!(Req::new("GET", "/admin.php").send(hearth.addr).status, 200);
-    let log = hearth.log();
-    let master: u32 = log
-        .split("php-fpm children (pid ")
-        .nth(1)
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|pid| pid.parse().ok())
-        .unwrap_or_else(|| panic!("no php-fpm pid in the log:\n{log}"));
+    let master = master_pid(&hearth);
     assert!(php_fpm_under(master).len() >= 3, "master and 2 children");
     hearth.signal("TERM");
     assert_eq!(hearth.wait_exit(Duration::from_secs(30)), Some(0));
@@ -519,4 +517,234 @@ fn min_workers_below_workers_is_a_dynamic_pool() {
         "the extra children to stop",
         || (live_children(&socket) == 1).then_some(()),
     );
+}
+
+/// php-fpm's master, as the log last named it (at start, or started again).
+fn master_pid(server: &Server) -> u32 {
+    let log = server.log();
+    let last = log
+        .rfind("php-fpm started again (pid ")
+        .map(|at| &log[at..])
+        .unwrap_or(&log);
+    last.split("(pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no php-fpm pid in the log:\n{log}"))
+}
+
+/// The pids of php-fpm's children, from `hearth status --json`.
+fn children_pids(socket: &Path) -> Vec<u64> {
+    let status = support::status_json(socket);
+    status["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .map(|w| w["pid"].as_u64().expect("pid"))
+        .collect()
+}
+
+/// `--max-memory` in classic mode: php-fpm has no such limit, so Hearth
+/// reads each child's RSS once a second and asks an idle one over it to
+/// leave (SIGQUIT); php-fpm starts another. Every request is still
+/// answered; the retirement is logged and counted; the status shows each
+/// child's memory and age.
+#[test]
+fn children_over_max_memory_are_retired_between_requests() {
+    let site = site();
+    let control = support::tempdir();
+    let socket = control.path().join("control.sock");
+    // Every php-fpm child uses more than 1 MiB: each is retired once idle.
+    let server = hearth(
+        site.path(),
+        &[
+            "--max-memory",
+            "1M",
+            "--control-socket",
+            &socket.to_string_lossy(),
+        ],
+    );
+    let first = children_pids(&socket);
+    let status = support::status_json(&socket);
+    let worker = &status["workers"][0];
+    assert!(
+        worker["memory"].as_u64().is_some_and(|m| m > 1 << 20),
+        "{status}"
+    );
+    assert!(worker["age"].as_f64().is_some_and(|a| a < 60.0), "{status}");
+    server.wait_for_log("(max_memory)", Duration::from_secs(20));
+    assert!(
+        server.log().contains("retiring php-fpm child"),
+        "{}",
+        server.log()
+    );
+    for _ in 0..20 {
+        let r = Req::new("GET", "/admin.php").send(server.addr);
+        assert_eq!((r.status, r.text().as_str()), (200, "marker: admin\n"));
+    }
+    support::eventually(Duration::from_secs(20), "new children", || {
+        let now = children_pids(&socket);
+        (!now.is_empty() && now.iter().all(|p| !first.contains(p))).then_some(())
+    });
+    let status = support::status_json(&socket);
+    let retired = status["pool"]["restarts_by_reason"]["max_memory"].as_u64();
+    assert!(retired.is_some_and(|n| n >= 2), "{status}");
+    assert!(status["pool"]["restarts"].as_u64() >= retired, "{status}");
+}
+
+/// `--ttl` in classic mode: a child older than it is retired once idle.
+#[test]
+fn children_past_their_ttl_are_retired() {
+    let site = site();
+    let control = support::tempdir();
+    let socket = control.path().join("control.sock");
+    let server = hearth(
+        site.path(),
+        &["--ttl", "2s", "--control-socket", &socket.to_string_lossy()],
+    );
+    let first = children_pids(&socket);
+    server.wait_for_log("(ttl)", Duration::from_secs(20));
+    support::eventually(Duration::from_secs(20), "new children", || {
+        let now = children_pids(&socket);
+        (now.len() == 2 && now.iter().all(|p| !first.contains(p))).then_some(())
+    });
+    let r = Req::new("GET", "/admin.php").send(server.addr);
+    assert_eq!(r.status, 200);
+    let status = support::status_json(&socket);
+    assert!(
+        status["pool"]["restarts_by_reason"]["ttl"].as_u64() >= Some(2),
+        "{status}"
+    );
+    assert!(
+        status["workers"][0]["age"]
+            .as_f64()
+            .is_some_and(|a| a < 10.0),
+        "{status}"
+    );
+}
+
+/// php-fpm's master killed (kill -9) under light load: Hearth notices,
+/// logs it, answers PHP requests 503 with Retry-After meanwhile (never a
+/// hang), starts php-fpm again, and PHP requests succeed again.
+#[test]
+fn a_killed_php_fpm_master_is_started_again() {
+    let site = site();
+    let control = support::tempdir();
+    let socket = control.path().join("control.sock");
+    let server = hearth(
+        site.path(),
+        &["--control-socket", &socket.to_string_lossy()],
+    );
+    let master = master_pid(&server);
+    let going = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let load = {
+        let (going, addr) = (going.clone(), server.addr);
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while going.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = Req::new("GET", "/admin.php").send(addr);
+                if r.status == 503 {
+                    assert!(r.header("retry-after").is_some(), "503 without Retry-After");
+                }
+                seen.push(r.status);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            seen
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &master.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    server.wait_for_log(
+        &format!("php-fpm's master (pid {master}) died"),
+        Duration::from_secs(10),
+    );
+    server.wait_for_log("php-fpm started again (pid ", Duration::from_secs(20));
+    let r = support::eventually(Duration::from_secs(10), "PHP served again", || {
+        let r = Req::new("GET", "/admin.php").send(server.addr);
+        (r.status == 200).then_some(r)
+    });
+    assert_eq!(r.text(), "marker: admin\n");
+    going.store(false, std::sync::atomic::Ordering::Relaxed);
+    let seen = load.join().expect("load");
+    // 200 before and after; 503 while php-fpm was down; at most the
+    // request in flight when the children left behind were killed is a 502.
+    assert!(seen.iter().all(|s| [200, 503, 502].contains(s)), "{seen:?}");
+    assert!(seen.iter().filter(|&&s| s == 502).count() <= 1, "{seen:?}");
+    for _ in 0..10 {
+        assert_eq!(Req::new("GET", "/admin.php").send(server.addr).status, 200);
+    }
+    let restarted = master_pid(&server);
+    assert_ne!(restarted, master);
+    let left: Vec<String> = php_fpm_under(master)
+        .iter()
+        .map(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default())
+        .collect();
+    assert!(left.is_empty(), "the old children are gone: {left:?}");
+    let status = support::status_json(&socket);
+    assert_eq!(
+        status["pool"]["restarts_by_reason"]["php_fpm_exited"], 1,
+        "{status}"
+    );
+    assert_eq!(status["php_fpm"], "running", "{status}");
+    assert_eq!(status["pool"]["live"], 2, "{status}");
+}
+
+/// A php-fpm that will not start again: after a bounded backoff Hearth
+/// gives up, says so, and exits non-zero (for its supervisor to act on)
+/// rather than answer 503 for ever.
+#[test]
+fn php_fpm_that_will_not_start_again_makes_hearth_give_up_and_exit_non_zero() {
+    let site = site();
+    let bin = support::tempdir();
+    let ok = bin.path().join("ok");
+    std::fs::write(&ok, "").expect("test setup");
+    let wrapper = bin.path().join("php-fpm8.2");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ -e {} ] || {{ echo 'php-fpm: told to fail' >&2; exit 78; }}\nexec /usr/sbin/php-fpm8.2 \"$@\"\n",
+            ok.display()
+        ),
+    )
+    .expect("test setup");
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_hearth"));
+    cmd.args([
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--root",
+    ])
+    .arg(site.path())
+    .args(support::as_root())
+    .env(
+        "PATH",
+        format!(
+            "{}:{}",
+            bin.path().display(),
+            std::env::var("PATH").unwrap_or_default()
+        ),
+    );
+    let mut server = Server::spawn_command(cmd);
+    assert_eq!(Req::new("GET", "/admin.php").send(server.addr).status, 200);
+    std::fs::remove_file(&ok).expect("test setup");
+    let master = master_pid(&server);
+    std::process::Command::new("kill")
+        .args(["-KILL", &master.to_string()])
+        .status()
+        .expect("kill");
+    server.wait_for_log("starting php-fpm again in", Duration::from_secs(20));
+    let r = Req::new("GET", "/admin.php").send(server.addr);
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.header("retry-after").is_some());
+    assert_eq!(server.wait_exit(Duration::from_secs(60)), Some(1));
+    let log = server.log();
+    assert!(log.contains("told to fail"), "{log}");
+    assert!(log.contains("giving up"), "{log}");
 }

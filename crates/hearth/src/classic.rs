@@ -15,23 +15,31 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 use crate::control::{ControlState, Engine};
+
+mod supervise;
 use crate::options::ServeOptions;
 
-/// The classic engine: the site and its php-fpm pool.
+/// The classic engine: the site and its php-fpm pool, supervised
+/// ([`Classic::supervise`]).
 #[derive(Debug)]
 pub struct Classic {
     site: Arc<ClassicSite>,
-    /// Taken out when the server stops.
+    /// Taken out when the server stops, and while php-fpm is started again
+    /// after its master died.
     fpm: tokio::sync::RwLock<Option<FpmPool>>,
+    /// php-fpm's configuration, to start it again.
+    config: FpmConfig,
     /// When the server started, for the status.
     started: Instant,
     /// Children always running (`pm.start_servers`, or all of them).
     min_children: usize,
-    /// php-fpm's status page: the child answering it is not busy.
-    status_path: String,
     /// How long a reload may take (php-fpm waits up to its
     /// `process_control_timeout` for busy children).
     reload_wait: Duration,
+    /// What the supervision enforces on the children.
+    limits: supervise::ChildLimits,
+    /// The supervision's state and counts.
+    watch: supervise::Watch,
 }
 
 impl Classic {
@@ -40,7 +48,10 @@ impl Classic {
     pub async fn reload(&self) -> anyhow::Result<String> {
         let fpm = self.fpm.read().await;
         let Some(fpm) = fpm.as_ref() else {
-            bail!("shutting down");
+            if self.watch.is_stopping() {
+                bail!("shutting down");
+            }
+            bail!("php-fpm is being started again (its master exited); try again shortly");
         };
         let real = self.site.reroute().map_err(|e| {
             tracing::error!("reload failed, the old root keeps serving: {e}");
@@ -62,6 +73,7 @@ impl Classic {
     /// status`), with php-fpm's children as the workers.
     pub async fn status(&self, state: &ControlState) -> Value {
         let fpm = self.fpm.read().await;
+        let running = fpm.is_some();
         let children = match fpm.as_ref() {
             Some(fpm) => fpm.children().await.unwrap_or_else(|e| {
                 tracing::warn!("php-fpm's status page: {e}");
@@ -69,9 +81,10 @@ impl Classic {
             }),
             None => Vec::new(),
         };
+        drop(fpm);
         // The child answering the status request itself is not busy.
         let is_busy = |c: &hearth_fpm::pool::Child| {
-            c.state != "Idle" && !c.request_uri.starts_with(&self.status_path)
+            !c.is_idle() && !c.request_uri.starts_with(&self.config.status_path)
         };
         let busy = children.iter().filter(|c| is_busy(c)).count();
         let workers: Vec<Value> = children
@@ -91,12 +104,15 @@ impl Classic {
                     "pid": c.pid,
                     "state": if is_busy(c) { "busy" } else { "idle" },
                     "requests": c.requests,
-                    "memory": Value::Null,
-                    "age": Value::Null,
+                    "memory": c.resident_memory(),
+                    "age": c.age().as_secs_f64(),
                     "request": request,
                 })
             })
             .collect();
+        let counts = self.watch.counts();
+        let stopping =
+            state.stopping.load(std::sync::atomic::Ordering::Acquire) || self.watch.is_stopping();
         json!({
             "version": env!("CARGO_PKG_VERSION"),
             "pid": std::process::id(),
@@ -105,7 +121,8 @@ impl Classic {
             "script": format!("classic mode: {} (php-fpm)", self.site.real_root().display()),
             "root": self.site.real_root(),
             "uptime": self.started.elapsed().as_secs_f64(),
-            "stopping": state.stopping.load(std::sync::atomic::Ordering::Acquire) || fpm.is_none(),
+            "stopping": stopping,
+            "php_fpm": if running { "running" } else if stopping { "stopped" } else { "starting again" },
             "pool": {
                 "workers": self.site.children(),
                 "min_workers": self.min_children,
@@ -116,22 +133,32 @@ impl Classic {
                 "failing": 0,
                 "queue": 0,
                 "started": Value::Null,
-                "restarts": Value::Null,
-                "restarts_by_reason": {},
+                "restarts": counts.total(),
+                "restarts_by_reason": counts.by_reason(),
             },
             "workers": workers,
         })
     }
 
     /// Stops php-fpm: its children finish their requests within `grace`,
-    /// then are stopped firmly.
+    /// then are stopped firmly. The supervision ends: php-fpm is not
+    /// started again.
     async fn stop(&self, grace: Duration) {
+        self.watch.stopping();
         let Some(fpm) = self.fpm.write().await.take() else {
             return;
         };
         match fpm.stop(grace).await {
             Ok(status) => tracing::info!("php-fpm stopped ({status})"),
             Err(e) => tracing::error!("stopping php-fpm: {e}"),
+        }
+    }
+
+    /// Kills php-fpm's master and children at once (SIGKILL to its
+    /// process group): the second signal.
+    fn kill_now(&self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.watch.master() as i32) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
     }
 }
@@ -317,10 +344,17 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let classic = Arc::new(Classic {
         site: site.clone(),
         fpm: tokio::sync::RwLock::new(Some(fpm)),
+        config,
         started: Instant::now(),
         min_children: options.min_workers().min(options.workers()),
-        status_path: config.status_path.clone(),
         reload_wait: whole_seconds(options.stop_timeout.0) + Duration::from_secs(10),
+        limits: supervise::ChildLimits {
+            max_memory: options.max_memory.0,
+            ttl: options
+                .ttl
+                .and_then(crate::options::values::Seconds::nonzero),
+        },
+        watch: supervise::Watch::new(master),
     });
     let observing = match crate::observe::start(
         &observe,
@@ -337,10 +371,12 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         }
     };
     tokio::spawn(reload_on_hangup(classic.clone()));
+    tokio::spawn(classic.clone().supervise(observing.stop.clone()));
     let stopping = observing.stopping.clone();
     let stop = observing.stop.clone();
+    let killer = classic.clone();
     let shutdown = async move {
-        shutdown_signal(master, stop).await;
+        crate::serve::shutdown_signal_then(stop, "php-fpm", move || killer.kill_now()).await;
         stopping.store(true, std::sync::atomic::Ordering::Release);
     };
     let served = hearth_http::serve_classic(
@@ -354,8 +390,12 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     )
     .await;
     classic.stop(options.stop_timeout.0).await;
-    tracing::info!("stopped");
     drop(observing);
+    if let Some(why) = classic.watch.gave_up() {
+        tracing::error!("stopped: {why}");
+        bail!("{why}");
+    }
+    tracing::info!("stopped");
     served.map_err(Into::into)
 }
 
@@ -373,15 +413,4 @@ async fn reload_on_hangup(classic: Arc<Classic>) {
         tracing::info!("SIGHUP received: reloading php-fpm");
         let _ = classic.reload().await;
     }
-}
-
-/// Completes on the first SIGTERM or SIGINT (or `hearth stop`). A second
-/// signal kills php-fpm's process group and exits at once.
-async fn shutdown_signal(master: u32, stop: Arc<tokio::sync::Notify>) {
-    crate::serve::shutdown_signal_then(stop, "php-fpm", move || {
-        if let Some(pid) = rustix::process::Pid::from_raw(master as i32) {
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        }
-    })
-    .await;
 }
