@@ -748,3 +748,82 @@ fn php_fpm_that_will_not_start_again_makes_hearth_give_up_and_exit_non_zero() {
     assert!(log.contains("told to fail"), "{log}");
     assert!(log.contains("giving up"), "{log}");
 }
+
+fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .expect("gzip");
+    out
+}
+
+/// PHP responses are compressed as worker mode compresses them (as
+/// nginx's `gzip on` does): a compressible type, the client's
+/// Accept-Encoding, whole or spooled as php-fpm sends it; responses PHP
+/// encoded itself, other types, `no-transform` and clients that do not
+/// ask are left alone.
+#[test]
+fn php_responses_are_compressed_as_in_worker_mode() {
+    let site = site();
+    let write = |name: &str, text: &str| {
+        std::fs::write(site.path().join(name), text).expect("test setup");
+    };
+    // 2 KiB, in the records that bring the head; and 300 KiB, spooled.
+    write(
+        "small.php",
+        "<?php echo str_repeat(\"<p>small</p>\\n\", 160);\n",
+    );
+    write(
+        "large.php",
+        "<?php for ($i = 0; $i < 3000; $i++) { echo str_pad(\"<p>line $i</p>\", 99), \"\\n\"; }\n",
+    );
+    write(
+        "encoded.php",
+        "<?php header('Content-Encoding: gzip'); echo gzencode(str_repeat('own ', 2000));\n",
+    );
+    write(
+        "png.php",
+        "<?php header('Content-Type: image/png'); echo str_repeat('x', 5000);\n",
+    );
+    write(
+        "notransform.php",
+        "<?php header('Cache-Control: no-transform'); echo str_repeat('y', 5000);\n",
+    );
+    let server = hearth(site.path(), &[]);
+    let gzip = |path: &str| {
+        Req::new("GET", path)
+            .header("Accept-Encoding", "gzip")
+            .send(server.addr)
+    };
+    for (path, expected) in [
+        ("/small.php", "<p>small</p>\n".repeat(160)),
+        (
+            "/large.php",
+            (0..3000)
+                .map(|i| format!("{:<99}\n", format!("<p>line {i}</p>")))
+                .collect(),
+        ),
+    ] {
+        let r = gzip(path);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-encoding"), Some("gzip"), "{path}");
+        assert!(
+            r.body.len() < expected.len() / 4,
+            "{path}: {} bytes",
+            r.body.len()
+        );
+        assert_eq!(String::from_utf8(gunzip(&r.body)).expect("utf-8"), expected);
+        let plain = Req::new("GET", path).send(server.addr);
+        assert_eq!(plain.header("content-encoding"), None, "{path} not asked");
+        assert_eq!(plain.text(), expected);
+    }
+    let own = gzip("/encoded.php");
+    assert_eq!(own.header("content-encoding"), Some("gzip"));
+    assert_eq!(gunzip(&own.body), "own ".repeat(2000).into_bytes(), "once");
+    for path in ["/png.php", "/notransform.php"] {
+        let r = gzip(path);
+        assert_eq!(r.header("content-encoding"), None, "{path}");
+        assert_eq!(r.body.len(), 5000, "{path}");
+    }
+}

@@ -316,6 +316,9 @@ async fn php(
     let keep: Keep = Box::new((held, turn));
     tokio::spawn(pump(answer, first, writer, keep, deadline, script));
     *response.body_mut() = ResponseBody::Spooled(reader);
+    if cx.config.compression {
+        return compress::fastcgi_response(response, &parts.method, &parts.headers).await;
+    }
     response
 }
 
