@@ -699,39 +699,8 @@ fn a_killed_php_fpm_master_is_started_again() {
 #[test]
 fn php_fpm_that_will_not_start_again_makes_hearth_give_up_and_exit_non_zero() {
     let site = site();
-    let bin = support::tempdir();
-    let ok = bin.path().join("ok");
-    std::fs::write(&ok, "").expect("test setup");
-    let wrapper = bin.path().join("php-fpm8.2");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\n[ -e {} ] || {{ echo 'php-fpm: told to fail' >&2; exit 78; }}\nexec /usr/sbin/php-fpm8.2 \"$@\"\n",
-            ok.display()
-        ),
-    )
-    .expect("test setup");
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_hearth"));
-    cmd.args([
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "1",
-        "--root",
-    ])
-    .arg(site.path())
-    .args(support::as_root())
-    .env(
-        "PATH",
-        format!(
-            "{}:{}",
-            bin.path().display(),
-            std::env::var("PATH").unwrap_or_default()
-        ),
-    );
-    let mut server = Server::spawn_command(cmd);
+    let (bin, ok) = failing_php_fpm();
+    let mut server = with_php_fpm_from(&bin, site.path(), &["--workers", "1"]);
     assert_eq!(Req::new("GET", "/admin.php").send(server.addr).status, 200);
     std::fs::remove_file(&ok).expect("test setup");
     let master = master_pid(&server);
@@ -826,4 +795,127 @@ fn php_responses_are_compressed_as_in_worker_mode() {
         assert_eq!(r.header("content-encoding"), None, "{path}");
         assert_eq!(r.body.len(), 5000, "{path}");
     }
+}
+
+/// A directory holding a `php-fpm8.2` that runs the real one while the
+/// returned file exists, and fails with a message otherwise.
+fn failing_php_fpm() -> (tempfile::TempDir, std::path::PathBuf) {
+    let bin = support::tempdir();
+    let ok = bin.path().join("ok");
+    std::fs::write(&ok, "").expect("test setup");
+    let wrapper = bin.path().join("php-fpm8.2");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ -e {} ] || {{ echo 'php-fpm: told to fail' >&2; exit 78; }}\n\
+             exec /usr/sbin/php-fpm8.2 \"$@\"\n",
+            ok.display()
+        ),
+    )
+    .expect("test setup");
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (bin, ok)
+}
+
+/// `hearth serve --root ROOT EXTRA` finding php-fpm in `bin` first.
+fn with_php_fpm_from(bin: &tempfile::TempDir, root: &Path, extra: &[&str]) -> Server {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_hearth"));
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--root"])
+        .arg(root)
+        .args(extra)
+        .args(support::as_root())
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin.path().display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        );
+    Server::spawn_command(cmd)
+}
+
+fn admin_get(server: &Server, path: &str) -> Response {
+    let log = server.log();
+    let addr: std::net::SocketAddr = log
+        .split("/readyz) at http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no admin address in the log:\n{log}"));
+    Req::new("GET", path).send(addr)
+}
+
+/// `--admin` in classic mode: `/metrics` with php-fpm's children and the
+/// requests, `/healthz`, and `/readyz`, which is 503 while php-fpm is down
+/// and 200 again once it is back.
+#[test]
+fn admin_endpoints_follow_php_fpm() {
+    let site = site();
+    let (bin, ok) = failing_php_fpm();
+    let server = with_php_fpm_from(
+        &bin,
+        site.path(),
+        &["--workers", "2", "--admin", "127.0.0.1:0"],
+    );
+    server.wait_for_log("/readyz) at http://", Duration::from_secs(10));
+    assert_eq!(admin_get(&server, "/healthz").status, 200);
+    support::eventually(Duration::from_secs(10), "ready", || {
+        (admin_get(&server, "/readyz").status == 200).then_some(())
+    });
+    assert_eq!(Req::new("GET", "/admin.php").send(server.addr).status, 200);
+    let metrics = admin_get(&server, "/metrics").text();
+    assert!(metrics.contains("hearth_pool_workers_live 2"), "{metrics}");
+    assert!(metrics.contains("hearth_pool_workers_max 2"), "{metrics}");
+    assert!(
+        metrics.contains("hearth_http_requests_total{method=\"GET\",code=\"200\"} 1"),
+        "{metrics}"
+    );
+
+    // php-fpm down, and failing to start for a while.
+    std::fs::remove_file(&ok).expect("test setup");
+    let master = master_pid(&server);
+    std::process::Command::new("kill")
+        .args(["-KILL", &master.to_string()])
+        .status()
+        .expect("kill");
+    server.wait_for_log("php-fpm did not start again", Duration::from_secs(20));
+    let r = admin_get(&server, "/readyz");
+    assert_eq!(r.status, 503, "{}", r.text());
+    std::fs::write(&ok, "").expect("test setup");
+    server.wait_for_log("php-fpm started again", Duration::from_secs(20));
+    support::eventually(Duration::from_secs(10), "ready again", || {
+        (admin_get(&server, "/readyz").status == 200).then_some(())
+    });
+    let metrics = admin_get(&server, "/metrics").text();
+    assert!(
+        metrics.contains("hearth_pool_worker_restarts_total{reason=\"php_fpm_exited\"} 1"),
+        "{metrics}"
+    );
+}
+
+/// `--watch` in classic mode: a changed .php file under the root reloads
+/// php-fpm (OPcache emptied), and the next request runs the new code.
+#[test]
+fn watch_reloads_php_fpm_when_a_script_changes() {
+    let site = site();
+    let server = hearth(site.path(), &["--watch"]);
+    server.wait_for_log("for changed PHP files", Duration::from_secs(10));
+    let r = Req::new("GET", "/admin.php").send(server.addr);
+    assert_eq!(r.text(), "marker: admin\n");
+    std::fs::write(
+        site.path().join("admin.php"),
+        "<?php echo \"marker: edited\\n\";\n",
+    )
+    .expect("test setup");
+    server.wait_for_log(
+        "admin.php changed: reloading php-fpm",
+        Duration::from_secs(10),
+    );
+    server.wait_for_log(
+        "reloaded: php-fpm's children replaced",
+        Duration::from_secs(20),
+    );
+    let r = Req::new("GET", "/admin.php").send(server.addr);
+    assert_eq!(r.text(), "marker: edited\n");
 }

@@ -163,6 +163,32 @@ impl Classic {
     }
 }
 
+/// `/metrics` and `/readyz`: php-fpm's children as the supervision last
+/// saw them (once a second; none while php-fpm is down).
+impl hearth_http::PoolReport for Classic {
+    fn report(&self) -> hearth_http::PoolSnapshot {
+        let (live, busy) = self.watch.seen();
+        hearth_http::PoolSnapshot {
+            waiting: 0,
+            live,
+            busy,
+            idle: live.saturating_sub(busy),
+            min_workers: self.min_children,
+            workers: self.site.children(),
+            failing: 0,
+            started: None,
+            restarts_by_reason: self
+                .watch
+                .counts()
+                .0
+                .into_iter()
+                .map(|(reason, n)| (reason.to_owned(), n))
+                .collect(),
+            stopping: self.watch.is_stopping(),
+        }
+    }
+}
+
 /// Whole seconds, rounded up (php-fpm's durations are whole seconds).
 fn whole_seconds(d: Duration) -> Duration {
     Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0))
@@ -265,12 +291,6 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         Ok(_) => bail!("document root {} is not a directory", given.display()),
         Err(e) => bail!("document root {}: {e}", given.display()),
     }
-    if options.admin.is_some() {
-        bail!("--admin is not available in classic mode yet (no worker script was given)");
-    }
-    if options.watch {
-        bail!("--watch is not available in classic mode yet (no worker script was given)");
-    }
     let config = fpm_config(&options)?;
     let tls = match (&options.tls_cert, &options.tls_key) {
         (Some(cert), Some(key)) => Some(hearth_http::TlsConfig::from_pem_files(cert, key)?),
@@ -371,6 +391,10 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         }
     };
     tokio::spawn(reload_on_hangup(classic.clone()));
+    if options.watch {
+        let given = options.watch_dir.clone().unwrap_or_else(|| root.clone());
+        tokio::spawn(reload_on_change(classic.clone(), given));
+    }
     tokio::spawn(classic.clone().supervise(observing.stop.clone()));
     let stopping = observing.stopping.clone();
     let stop = observing.stop.clone();
@@ -397,6 +421,38 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     served.map_err(Into::into)
+}
+
+/// `--watch` in classic mode: php-fpm reads each script again anyway
+/// (OPcache revalidates it within `opcache.revalidate_freq`, 2 s by
+/// default), but an edit should show on the next request, with OPcache
+/// and the `.user.ini` cache emptied: a changed `.php` file under the
+/// root (or `--watch-dir`) reloads php-fpm, as `hearth reload` does.
+/// Changes that arrive together make one reload.
+async fn reload_on_change(classic: Arc<Classic>, given: std::path::PathBuf) {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(8);
+    let mut watched: Option<(crate::serve::WatchTargets, notify::RecommendedWatcher)> = None;
+    loop {
+        let targets = crate::serve::WatchTargets {
+            dir: std::fs::canonicalize(&given).unwrap_or_else(|_| given.clone()),
+            links: crate::serve::symlinks_on(&given),
+        };
+        if watched.as_ref().map(|(t, _)| t) != Some(&targets) {
+            watched = None;
+            match crate::serve::watch_php_files(&targets, tx.clone()) {
+                Ok(watcher) => {
+                    tracing::info!("watching {} for changed PHP files", targets.dir.display());
+                    watched = Some((targets, watcher));
+                }
+                Err(e) => tracing::error!("cannot watch {}: {e}", targets.dir.display()),
+            }
+        }
+        let Some(why) = rx.recv().await else { return };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        while rx.try_recv().is_ok() {}
+        tracing::info!("{why}: reloading php-fpm");
+        let _ = classic.reload().await;
+    }
 }
 
 /// Reloads on SIGHUP, as in worker mode.

@@ -84,10 +84,13 @@ pub(super) struct Watch {
     counts: Mutex<BTreeMap<&'static str, u64>>,
     /// Why Hearth gave up on php-fpm: `hearth serve` then exits non-zero.
     gave_up: Mutex<Option<String>>,
+    /// The children (live, busy) at the last look (none while php-fpm is
+    /// down), for `/metrics` and `/readyz`.
+    seen: Mutex<(usize, usize)>,
 }
 
 /// Replacements Hearth caused, by reason.
-pub(super) struct Counts(BTreeMap<&'static str, u64>);
+pub(super) struct Counts(pub BTreeMap<&'static str, u64>);
 
 impl Counts {
     pub fn total(&self) -> u64 {
@@ -107,6 +110,7 @@ impl Watch {
             retiring: Mutex::new(HashSet::new()),
             counts: Mutex::new(BTreeMap::new()),
             gave_up: Mutex::new(None),
+            seen: Mutex::new((0, 0)),
         }
     }
 
@@ -121,6 +125,15 @@ impl Watch {
     /// The running master's pid (0 while php-fpm is down).
     pub fn master(&self) -> u32 {
         self.master.load(Ordering::Acquire)
+    }
+
+    /// The children (live, busy) at the last look.
+    pub fn seen(&self) -> (usize, usize) {
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn saw(&self, live: usize, busy: usize) {
+        *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = (live, busy);
     }
 
     pub fn counts(&self) -> Counts {
@@ -170,11 +183,7 @@ impl Classic {
             loop {
                 tokio::select! {
                     () = &mut exited => break,
-                    _ = tick.tick() => {
-                        if self.limits.any() {
-                            self.retire_worn_out().await;
-                        }
-                    }
+                    _ = tick.tick() => self.look_at_children().await,
                 }
             }
             if self.watch.is_stopping() {
@@ -190,6 +199,7 @@ impl Classic {
             let Some(old) = old else { return };
             self.site.set_socket(None);
             self.watch.master.store(0, Ordering::Release);
+            self.watch.saw(0, 0);
             let why = old.exited().await;
             tracing::error!(
                 "php-fpm's master (pid {pid}) died: {why}\nPHP requests get 503 until php-fpm \
@@ -264,9 +274,10 @@ impl Classic {
         }
     }
 
-    /// Asks each idle child over `--max-memory` or past `--ttl` to leave
-    /// (once), logging why and counting it.
-    async fn retire_worn_out(&self) {
+    /// Reads the children from the status page (for `/metrics` and
+    /// `/readyz`), then asks each idle one over `--max-memory` or past
+    /// `--ttl` to leave (once), logging why and counting it.
+    async fn look_at_children(&self) {
         let fpm = self.fpm.read().await;
         let Some(pool) = fpm.as_ref() else { return };
         let children = match pool.children().await {
@@ -276,6 +287,12 @@ impl Classic {
                 return;
             }
         };
+        // The child answering the status page is busy with it alone.
+        let busy = children.iter().filter(|c| !c.is_idle()).count();
+        self.watch.saw(children.len(), busy.saturating_sub(1));
+        if !self.limits.any() {
+            return;
+        }
         let mut retiring = self
             .watch
             .retiring
