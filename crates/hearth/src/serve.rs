@@ -374,14 +374,14 @@ struct Watching {
     _watcher: Option<notify::RecommendedWatcher>,
 }
 
-/// Where changes reload the workers.
+/// Where changes reload the workers (or, in classic mode, php-fpm).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct WatchTargets {
+pub(crate) struct WatchTargets {
     /// The real directory watched for changed PHP files, recursively.
-    dir: PathBuf,
+    pub dir: PathBuf,
     /// Symlinks on the way to it (a `current` link to a release): a change
     /// to one of them (a deploy switching it) reloads too.
-    links: Vec<PathBuf>,
+    pub links: Vec<PathBuf>,
 }
 
 impl Watching {
@@ -427,7 +427,7 @@ impl Watching {
 }
 
 /// The symlinks among `path` and its ancestors.
-fn symlinks_on(path: &Path) -> Vec<PathBuf> {
+pub(crate) fn symlinks_on(path: &Path) -> Vec<PathBuf> {
     path.ancestors()
         .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
         .map(Path::to_path_buf)
@@ -437,7 +437,7 @@ fn symlinks_on(path: &Path) -> Vec<PathBuf> {
 /// Sends a message on `tx` when a `.php` file under the target directory
 /// is written, created, renamed or removed, or when one of the target
 /// links is replaced.
-fn watch_php_files(
+pub(crate) fn watch_php_files(
     targets: &WatchTargets,
     tx: tokio::sync::mpsc::Sender<String>,
 ) -> notify::Result<notify::RecommendedWatcher> {

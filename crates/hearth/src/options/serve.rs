@@ -10,7 +10,8 @@ use hearth_pool::{PoolConfig, WorkerUser};
 use serde::{Deserialize, Serialize};
 
 use super::values::{
-    self, AccessLogChoice, Address, EnvVar, ExtensionChoice, Proxy, Seconds, Size,
+    self, AccessLogChoice, Address, EnvVar, ExtensionChoice, Fallback, IndexFiles, Proxy, Seconds,
+    Size,
 };
 use super::{Fault, Origins, Section};
 
@@ -112,6 +113,15 @@ pub struct ServeOptions {
     /// files run in a php-fpm pool, routed as nginx would [default: none]
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+    /// Classic mode: the files tried, in order, for a request ending in / (nginx's
+    /// index)
+    #[arg(long, value_name = "NAMES")]
+    pub index: IndexFiles,
+    /// Classic mode: the front controller a request for nothing on disk runs, with
+    /// its query string (the last argument of nginx's try_files), a .php path; off:
+    /// such requests get 404
+    #[arg(long, value_name = "PATH")]
+    pub fallback: Fallback,
     /// Do not gzip or brotli-compress responses on the fly (precompressed .br/.gz
     /// files are still served)
     #[arg(long = "no-compression", action = clap::ArgAction::Set, num_args = 0, default_missing_value = "false")]
@@ -237,6 +247,8 @@ impl Default for ServeOptions {
             max_connections: 10_000,
             server_name: "localhost".to_owned(),
             root: None,
+            index: IndexFiles::default(),
+            fallback: Fallback::default(),
             compression: true,
             queue_timeout: Seconds::from_secs(30),
             boot_timeout: Seconds::from_secs(60),
@@ -358,6 +370,12 @@ impl Section for ServeOptions {
         if let Some(why) = self.env.iter().find_map(EnvVar::fault) {
             return Err(Fault::new("env", why));
         }
+        if let Some(why) = self.index.fault() {
+            return Err(Fault::new("index", why));
+        }
+        if let Some(why) = self.fallback.fault() {
+            return Err(Fault::new("fallback", why));
+        }
         Ok(())
     }
 }
@@ -421,6 +439,15 @@ impl ServeOptions {
             })
             .collect();
         pool
+    }
+
+    /// Classic mode's routing: the index files and the front controller.
+    pub fn classic_options(&self) -> hearth_classic::Options {
+        hearth_classic::Options {
+            index: self.index.0.clone(),
+            fallback: self.fallback.for_router(),
+            ..hearth_classic::Options::default()
+        }
     }
 
     /// The variables `env` passes from Hearth's environment that it does
