@@ -128,9 +128,10 @@ fn hearth(root: &Path, extra: &[&str]) -> Server {
         root.to_string_lossy().into_owned(),
         "--listen".into(),
         "127.0.0.1:0".into(),
-        "--workers".into(),
-        "2".into(),
     ];
+    if !extra.contains(&"--workers") {
+        args.extend(["--workers".into(), "2".into()]);
+    }
     args.extend(extra.iter().map(|s| s.to_string()));
     Server::spawn_args(&args)
 }
@@ -300,8 +301,8 @@ fn clients_that_never_read_hold_neither_php_fpm_nor_memory() {
     drop(stalled);
 }
 
-/// The pids of the php-fpm processes whose parent is `parent` (or that
-/// are in its process group), from /proc.
+/// The pids of the live (not zombie) php-fpm processes in the process
+/// group of `master`, from /proc.
 fn php_fpm_under(master: u32) -> Vec<u32> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
@@ -320,6 +321,10 @@ fn php_fpm_under(master: u32) -> Vec<u32> {
         if !comm.starts_with("php-fpm") {
             continue;
         }
+        // A zombie has exited: reaping it is its new parent's (init's) work.
+        if fields.first() == Some(&"Z") {
+            continue;
+        }
         let pgrp = fields.get(2).and_then(|p| p.parse::<u32>().ok());
         if pid == master || pgrp == Some(master) {
             found.push(pid);
@@ -333,13 +338,7 @@ fn shutdown_leaves_no_php_fpm_process() {
     let site = site();
     let mut hearth = hearth(site.path(), &[]);
     assert_eq!(Req::new("GET", "/admin.php").send(hearth.addr).status, 200);
-    let log = hearth.log();
-    let master: u32 = log
-        .split("php-fpm children (pid ")
-        .nth(1)
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|pid| pid.parse().ok())
-        .unwrap_or_else(|| panic!("no php-fpm pid in the log:\n{log}"));
+    let master = master_pid(&hearth);
     assert!(php_fpm_under(master).len() >= 3, "master and 2 children");
     hearth.signal("TERM");
     assert_eq!(hearth.wait_exit(Duration::from_secs(30)), Some(0));
@@ -366,4 +365,557 @@ fn a_root_that_does_not_exist_is_refused_with_its_name() {
         stderr.contains(&missing.display().to_string()),
         "the error names the root: {stderr}"
     );
+}
+
+/// `--index` is nginx's `index`, `--fallback` the last argument of its
+/// `try_files`: another front controller, or none (`off`: a miss is a
+/// 404, as `try_files $uri $uri/ =404`).
+#[test]
+fn index_files_and_the_front_controller_are_options() {
+    let site = site();
+    std::fs::write(
+        site.path().join("front.php"),
+        "<?php echo 'marker: front ', $_SERVER['SCRIPT_NAME'], ' ', $_SERVER['QUERY_STRING'], \"\\n\";\n",
+    )
+    .expect("test setup");
+    std::fs::write(site.path().join("sub/home.html"), "home, static\n").expect("test setup");
+
+    let server = hearth(
+        site.path(),
+        &["--fallback", "/front.php", "--index", "home.html index.php"],
+    );
+    let r = Req::new("GET", "/no/such/page?x=1").send(server.addr);
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "marker: front /front.php x=1\n")
+    );
+    let r = Req::new("GET", "/sub/").send(server.addr);
+    assert_eq!((r.status, r.text().as_str()), (200, "home, static\n"));
+    // The root has no home.html: its index.php runs.
+    let r = Req::new("GET", "/").send(server.addr);
+    assert!(r.text().starts_with("marker: index\n"), "{}", r.text());
+    drop(server);
+
+    let server = hearth_with_file(site.path(), "[serve]\nfallback = \"off\"\n");
+    let r = Req::new("GET", "/no/such/page").send(server.addr);
+    assert_eq!(r.status, 404, "{}", r.text());
+    assert_eq!(Req::new("GET", "/admin.php").send(server.addr).status, 200);
+    drop(server);
+
+    // A front controller that is not there is said at start (its misses get 404).
+    let server = hearth(site.path(), &["--fallback", "/missing.php"]);
+    server.wait_for_log(
+        "the front controller /missing.php is not in",
+        Duration::from_secs(10),
+    );
+    assert_eq!(
+        Req::new("GET", "/no/such/page").send(server.addr).status,
+        404
+    );
+}
+
+/// `hearth serve` with `--config` holding `toml` and `--root`.
+fn hearth_with_file(root: &Path, toml: &str) -> Server {
+    let dir = support::tempdir();
+    let path = dir.path().join("hearth.toml");
+    std::fs::write(&path, toml).expect("test setup");
+    let server = hearth(root, &["--config", &path.to_string_lossy()]);
+    // The file is read at start; it may go now.
+    drop(dir);
+    server
+}
+
+#[test]
+fn a_fallback_that_is_not_a_php_path_is_refused_naming_the_key_and_file() {
+    let site = site();
+    let dir = support::tempdir();
+    let path = dir.path().join("hearth.toml");
+    std::fs::write(&path, "[serve]\nfallback = \"index.html\"\n").expect("test setup");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_hearth"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--root"])
+        .arg(site.path())
+        .arg("--config")
+        .arg(&path)
+        .args(support::as_root())
+        .output()
+        .expect("test setup");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{}: [serve] fallback: \"index.html\"",
+            path.display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("must start with / and end in .php"),
+        "{stderr}"
+    );
+}
+
+/// The children php-fpm runs, from `hearth status --json`.
+fn live_children(socket: &Path) -> usize {
+    let status = support::status_json(socket);
+    status["pool"]["live"].as_u64().expect("live") as usize
+}
+
+/// `--min-workers` below `--workers` is php-fpm's `pm = dynamic`: the
+/// minimum runs at start and when idle, more start while requests keep
+/// every child busy, never more than `--workers`, and the extra ones stop
+/// once idle again.
+#[test]
+fn min_workers_below_workers_is_a_dynamic_pool() {
+    let site = site();
+    std::fs::write(
+        site.path().join("nap.php"),
+        "<?php usleep(1500000); echo \"rested\\n\";\n",
+    )
+    .expect("test setup");
+    let control = support::tempdir();
+    let socket = control.path().join("control.sock");
+    let server = hearth(
+        site.path(),
+        &[
+            "--workers",
+            "4",
+            "--min-workers",
+            "1",
+            "--control-socket",
+            &socket.to_string_lossy(),
+        ],
+    );
+    server.wait_for_log("with 1 to 4 php-fpm children", Duration::from_secs(10));
+    let status = support::status_json(&socket);
+    assert_eq!(status["pool"]["min_workers"], 1, "{status}");
+    assert_eq!(status["pool"]["max_workers"], 4, "{status}");
+    assert_eq!(live_children(&socket), 1);
+    // Keep four requests running until php-fpm has grown the pool.
+    let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let load: Vec<_> = (0..4)
+        .map(|_| {
+            let (busy, addr) = (busy.clone(), server.addr);
+            std::thread::spawn(move || {
+                while busy.load(std::sync::atomic::Ordering::Relaxed) {
+                    let r = Req::new("GET", "/nap.php").send(addr);
+                    assert_eq!(r.status, 200, "{}", r.text());
+                }
+            })
+        })
+        .collect();
+    let most = support::eventually(Duration::from_secs(30), "php-fpm to start children", || {
+        let live = live_children(&socket);
+        (live >= 3).then_some(live)
+    });
+    busy.store(false, std::sync::atomic::Ordering::Relaxed);
+    for thread in load {
+        thread.join().expect("load");
+    }
+    assert!(most <= 4, "{most} children, over --workers");
+    support::eventually(
+        Duration::from_secs(30),
+        "the extra children to stop",
+        || (live_children(&socket) == 1).then_some(()),
+    );
+}
+
+/// php-fpm's master, as the log last named it (at start, or started again).
+fn master_pid(server: &Server) -> u32 {
+    let log = server.log();
+    let last = log
+        .rfind("php-fpm started again (pid ")
+        .map(|at| &log[at..])
+        .unwrap_or(&log);
+    last.split("(pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("no php-fpm pid in the log:\n{log}"))
+}
+
+/// The pids of php-fpm's children, from `hearth status --json`.
+fn children_pids(socket: &Path) -> Vec<u64> {
+    let status = support::status_json(socket);
+    status["workers"]
+        .as_array()
+        .expect("workers")
+        .iter()
+        .map(|w| w["pid"].as_u64().expect("pid"))
+        .collect()
+}
+
+/// `--max-memory` in classic mode: php-fpm has no such limit, so Hearth
+/// reads each child's RSS once a second and asks an idle one over it to
+/// leave (SIGQUIT); php-fpm starts another. Every request is still
+/// answered; the retirement is logged and counted; the status shows each
+/// child's memory and age.
+#[test]
+fn children_over_max_memory_are_retired_between_requests() {
+    let site = site();
+    let control = support::tempdir();
+    let socket = control.path().join("control.sock");
+    // Every php-fpm child uses more than 1 MiB: each is retired once idle.
+    let server = hearth(
+        site.path(),
+        &[
+            "--max-memory",
+            "1M",
+            "--control-socket",
+            &socket.to_string_lossy(),
+        ],
+    );
+    let first = children_pids(&socket);
+    let status = support::status_json(&socket);
+    let worker = &status["workers"][0];
+    assert!(
+        worker["memory"].as_u64().is_some_and(|m| m > 1 << 20),
+        "{status}"
+    );
+    assert!(worker["age"].as_f64().is_some_and(|a| a < 60.0), "{status}");
+    server.wait_for_log("(max_memory)", Duration::from_secs(20));
+    assert!(
+        server.log().contains("retiring php-fpm child"),
+        "{}",
+        server.log()
+    );
+    for _ in 0..20 {
+        let r = Req::new("GET", "/admin.php").send(server.addr);
+        assert_eq!((r.status, r.text().as_str()), (200, "marker: admin\n"));
+    }
+    support::eventually(Duration::from_secs(20), "new children", || {
+        let now = children_pids(&socket);
+        (!now.is_empty() && now.iter().all(|p| !first.contains(p))).then_some(())
+    });
+    let status = support::status_json(&socket);
+    let retired = status["pool"]["restarts_by_reason"]["max_memory"].as_u64();
+    assert!(retired.is_some_and(|n| n >= 2), "{status}");
+    assert!(status["pool"]["restarts"].as_u64() >= retired, "{status}");
+}
+
+/// `--ttl` in classic mode: a child older than it is retired once idle.
+#[test]
+fn children_past_their_ttl_are_retired() {
+    let site = site();
+    let control = support::tempdir();
+    let socket = control.path().join("control.sock");
+    let server = hearth(
+        site.path(),
+        &["--ttl", "2s", "--control-socket", &socket.to_string_lossy()],
+    );
+    let first = children_pids(&socket);
+    server.wait_for_log("(ttl)", Duration::from_secs(20));
+    support::eventually(Duration::from_secs(20), "new children", || {
+        let now = children_pids(&socket);
+        (now.len() == 2 && now.iter().all(|p| !first.contains(p))).then_some(())
+    });
+    let r = Req::new("GET", "/admin.php").send(server.addr);
+    assert_eq!(r.status, 200);
+    let status = support::status_json(&socket);
+    assert!(
+        status["pool"]["restarts_by_reason"]["ttl"].as_u64() >= Some(2),
+        "{status}"
+    );
+    assert!(
+        status["workers"][0]["age"]
+            .as_f64()
+            .is_some_and(|a| a < 10.0),
+        "{status}"
+    );
+}
+
+/// php-fpm's master killed (kill -9) under light load: Hearth notices,
+/// logs it, answers PHP requests 503 with Retry-After meanwhile (never a
+/// hang), starts php-fpm again, and PHP requests succeed again.
+#[test]
+fn a_killed_php_fpm_master_is_started_again() {
+    let site = site();
+    let control = support::tempdir();
+    let socket = control.path().join("control.sock");
+    let server = hearth(
+        site.path(),
+        &["--control-socket", &socket.to_string_lossy()],
+    );
+    let master = master_pid(&server);
+    let going = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let load = {
+        let (going, addr) = (going.clone(), server.addr);
+        std::thread::spawn(move || {
+            let mut seen = Vec::new();
+            while going.load(std::sync::atomic::Ordering::Relaxed) {
+                let r = Req::new("GET", "/admin.php").send(addr);
+                if r.status == 503 {
+                    assert!(r.header("retry-after").is_some(), "503 without Retry-After");
+                }
+                seen.push(r.status);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            seen
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &master.to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    server.wait_for_log(
+        &format!("php-fpm's master (pid {master}) died"),
+        Duration::from_secs(10),
+    );
+    server.wait_for_log("php-fpm started again (pid ", Duration::from_secs(20));
+    let r = support::eventually(Duration::from_secs(10), "PHP served again", || {
+        let r = Req::new("GET", "/admin.php").send(server.addr);
+        (r.status == 200).then_some(r)
+    });
+    assert_eq!(r.text(), "marker: admin\n");
+    going.store(false, std::sync::atomic::Ordering::Relaxed);
+    let seen = load.join().expect("load");
+    // 200 before and after; 503 while php-fpm was down; at most the
+    // request in flight when the children left behind were killed is a 502.
+    assert!(seen.iter().all(|s| [200, 503, 502].contains(s)), "{seen:?}");
+    assert!(seen.iter().filter(|&&s| s == 502).count() <= 1, "{seen:?}");
+    for _ in 0..10 {
+        assert_eq!(Req::new("GET", "/admin.php").send(server.addr).status, 200);
+    }
+    let restarted = master_pid(&server);
+    assert_ne!(restarted, master);
+    let left: Vec<String> = php_fpm_under(master)
+        .iter()
+        .map(|p| std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default())
+        .collect();
+    assert!(left.is_empty(), "the old children are gone: {left:?}");
+    let status = support::status_json(&socket);
+    assert_eq!(
+        status["pool"]["restarts_by_reason"]["php_fpm_exited"], 1,
+        "{status}"
+    );
+    assert_eq!(status["php_fpm"], "running", "{status}");
+    assert_eq!(status["pool"]["live"], 2, "{status}");
+}
+
+/// A php-fpm that will not start again: after a bounded backoff Hearth
+/// gives up, says so, and exits non-zero (for its supervisor to act on)
+/// rather than answer 503 for ever.
+#[test]
+fn php_fpm_that_will_not_start_again_makes_hearth_give_up_and_exit_non_zero() {
+    let site = site();
+    let (bin, ok) = failing_php_fpm();
+    let mut server = with_php_fpm_from(&bin, site.path(), &["--workers", "1"]);
+    assert_eq!(Req::new("GET", "/admin.php").send(server.addr).status, 200);
+    std::fs::remove_file(&ok).expect("test setup");
+    let master = master_pid(&server);
+    std::process::Command::new("kill")
+        .args(["-KILL", &master.to_string()])
+        .status()
+        .expect("kill");
+    server.wait_for_log("starting php-fpm again in", Duration::from_secs(20));
+    let r = Req::new("GET", "/admin.php").send(server.addr);
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.header("retry-after").is_some());
+    assert_eq!(server.wait_exit(Duration::from_secs(60)), Some(1));
+    let log = server.log();
+    assert!(log.contains("told to fail"), "{log}");
+    assert!(log.contains("giving up"), "{log}");
+}
+
+fn gunzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(bytes)
+        .read_to_end(&mut out)
+        .expect("gzip");
+    out
+}
+
+/// PHP responses are compressed as worker mode compresses them (as
+/// nginx's `gzip on` does): a compressible type, the client's
+/// Accept-Encoding, whole or spooled as php-fpm sends it; responses PHP
+/// encoded itself, other types, `no-transform` and clients that do not
+/// ask are left alone.
+#[test]
+fn php_responses_are_compressed_as_in_worker_mode() {
+    let site = site();
+    let write = |name: &str, text: &str| {
+        std::fs::write(site.path().join(name), text).expect("test setup");
+    };
+    // 2 KiB, in the records that bring the head; and 300 KiB, spooled.
+    write(
+        "small.php",
+        "<?php echo str_repeat(\"<p>small</p>\\n\", 160);\n",
+    );
+    write(
+        "large.php",
+        "<?php for ($i = 0; $i < 3000; $i++) { echo str_pad(\"<p>line $i</p>\", 99), \"\\n\"; }\n",
+    );
+    write(
+        "encoded.php",
+        "<?php header('Content-Encoding: gzip'); echo gzencode(str_repeat('own ', 2000));\n",
+    );
+    write(
+        "png.php",
+        "<?php header('Content-Type: image/png'); echo str_repeat('x', 5000);\n",
+    );
+    write(
+        "notransform.php",
+        "<?php header('Cache-Control: no-transform'); echo str_repeat('y', 5000);\n",
+    );
+    let server = hearth(site.path(), &[]);
+    let gzip = |path: &str| {
+        Req::new("GET", path)
+            .header("Accept-Encoding", "gzip")
+            .send(server.addr)
+    };
+    for (path, expected) in [
+        ("/small.php", "<p>small</p>\n".repeat(160)),
+        (
+            "/large.php",
+            (0..3000)
+                .map(|i| format!("{:<99}\n", format!("<p>line {i}</p>")))
+                .collect(),
+        ),
+    ] {
+        let r = gzip(path);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("content-encoding"), Some("gzip"), "{path}");
+        assert!(
+            r.body.len() < expected.len() / 4,
+            "{path}: {} bytes",
+            r.body.len()
+        );
+        assert_eq!(String::from_utf8(gunzip(&r.body)).expect("utf-8"), expected);
+        let plain = Req::new("GET", path).send(server.addr);
+        assert_eq!(plain.header("content-encoding"), None, "{path} not asked");
+        assert_eq!(plain.text(), expected);
+    }
+    let own = gzip("/encoded.php");
+    assert_eq!(own.header("content-encoding"), Some("gzip"));
+    assert_eq!(gunzip(&own.body), "own ".repeat(2000).into_bytes(), "once");
+    for path in ["/png.php", "/notransform.php"] {
+        let r = gzip(path);
+        assert_eq!(r.header("content-encoding"), None, "{path}");
+        assert_eq!(r.body.len(), 5000, "{path}");
+    }
+}
+
+/// A directory holding a `php-fpm8.2` that runs the real one while the
+/// returned file exists, and fails with a message otherwise.
+fn failing_php_fpm() -> (tempfile::TempDir, std::path::PathBuf) {
+    let bin = support::tempdir();
+    let ok = bin.path().join("ok");
+    std::fs::write(&ok, "").expect("test setup");
+    let wrapper = bin.path().join("php-fpm8.2");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ -e {} ] || {{ echo 'php-fpm: told to fail' >&2; exit 78; }}\n\
+             exec /usr/sbin/php-fpm8.2 \"$@\"\n",
+            ok.display()
+        ),
+    )
+    .expect("test setup");
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (bin, ok)
+}
+
+/// `hearth serve --root ROOT EXTRA` finding php-fpm in `bin` first.
+fn with_php_fpm_from(bin: &tempfile::TempDir, root: &Path, extra: &[&str]) -> Server {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_hearth"));
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--root"])
+        .arg(root)
+        .args(extra)
+        .args(support::as_root())
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin.path().display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        );
+    Server::spawn_command(cmd)
+}
+
+fn admin_get(server: &Server, path: &str) -> Response {
+    let log = server.log();
+    let addr: std::net::SocketAddr = log
+        .split("/readyz) at http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no admin address in the log:\n{log}"));
+    Req::new("GET", path).send(addr)
+}
+
+/// `--admin` in classic mode: `/metrics` with php-fpm's children and the
+/// requests, `/healthz`, and `/readyz`, which is 503 while php-fpm is down
+/// and 200 again once it is back.
+#[test]
+fn admin_endpoints_follow_php_fpm() {
+    let site = site();
+    let (bin, ok) = failing_php_fpm();
+    let server = with_php_fpm_from(
+        &bin,
+        site.path(),
+        &["--workers", "2", "--admin", "127.0.0.1:0"],
+    );
+    server.wait_for_log("/readyz) at http://", Duration::from_secs(10));
+    assert_eq!(admin_get(&server, "/healthz").status, 200);
+    support::eventually(Duration::from_secs(10), "ready", || {
+        (admin_get(&server, "/readyz").status == 200).then_some(())
+    });
+    assert_eq!(Req::new("GET", "/admin.php").send(server.addr).status, 200);
+    let metrics = admin_get(&server, "/metrics").text();
+    assert!(metrics.contains("hearth_pool_workers_live 2"), "{metrics}");
+    assert!(metrics.contains("hearth_pool_workers_max 2"), "{metrics}");
+    assert!(
+        metrics.contains("hearth_http_requests_total{method=\"GET\",code=\"200\"} 1"),
+        "{metrics}"
+    );
+
+    // php-fpm down, and failing to start for a while.
+    std::fs::remove_file(&ok).expect("test setup");
+    let master = master_pid(&server);
+    std::process::Command::new("kill")
+        .args(["-KILL", &master.to_string()])
+        .status()
+        .expect("kill");
+    server.wait_for_log("php-fpm did not start again", Duration::from_secs(20));
+    let r = admin_get(&server, "/readyz");
+    assert_eq!(r.status, 503, "{}", r.text());
+    std::fs::write(&ok, "").expect("test setup");
+    server.wait_for_log("php-fpm started again", Duration::from_secs(20));
+    support::eventually(Duration::from_secs(10), "ready again", || {
+        (admin_get(&server, "/readyz").status == 200).then_some(())
+    });
+    let metrics = admin_get(&server, "/metrics").text();
+    assert!(
+        metrics.contains("hearth_pool_worker_restarts_total{reason=\"php_fpm_exited\"} 1"),
+        "{metrics}"
+    );
+}
+
+/// `--watch` in classic mode: a changed .php file under the root reloads
+/// php-fpm (OPcache emptied), and the next request runs the new code.
+#[test]
+fn watch_reloads_php_fpm_when_a_script_changes() {
+    let site = site();
+    let server = hearth(site.path(), &["--watch"]);
+    server.wait_for_log("for changed PHP files", Duration::from_secs(10));
+    let r = Req::new("GET", "/admin.php").send(server.addr);
+    assert_eq!(r.text(), "marker: admin\n");
+    std::fs::write(
+        site.path().join("admin.php"),
+        "<?php echo \"marker: edited\\n\";\n",
+    )
+    .expect("test setup");
+    server.wait_for_log(
+        "admin.php changed: reloading php-fpm",
+        Duration::from_secs(10),
+    );
+    server.wait_for_log(
+        "reloaded: php-fpm's children replaced",
+        Duration::from_secs(20),
+    );
+    let r = Req::new("GET", "/admin.php").send(server.addr);
+    assert_eq!(r.text(), "marker: edited\n");
 }

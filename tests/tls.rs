@@ -599,3 +599,63 @@ fn a_missing_or_invalid_certificate_or_key_is_a_startup_error_naming_it() {
     let e = refused(&[s("--config"), path_arg(&config)]);
     assert!(e.contains("tls_key"), "{e}");
 }
+
+#[test]
+fn classic_mode_serves_https_over_http2_and_http1() {
+    let certs = Certs::new();
+    let site = support::tempdir();
+    std::fs::write(
+        site.path().join("index.php"),
+        r#"<?php
+header('Content-Type: application/json');
+$keys = ['HTTPS', 'REQUEST_SCHEME', 'SERVER_PROTOCOL', 'SERVER_PORT', 'HTTP_HOST', 'SCRIPT_NAME'];
+echo json_encode(['server' => array_intersect_key($_SERVER, array_flip($keys)),
+                  'post' => $_POST]);
+"#,
+    )
+    .expect("test setup");
+    std::fs::set_permissions(
+        site.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("test setup");
+    let mut args: Vec<String> = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--root",
+    ]
+    .map(String::from)
+    .into();
+    args.push(site.path().display().to_string());
+    args.extend(certs.flags());
+    let server = Server::spawn_args(&args);
+    let port = server.addr.port().to_string();
+
+    let h2 = curl(
+        &server,
+        Some(&certs),
+        "/some/page",
+        &["--http2", "-d", "a=1"],
+    );
+    assert_eq!(h2.version, "2", "ALPN chose HTTP/2");
+    assert_eq!(h2.status, 200);
+    let got = h2.json();
+    let s = &got["server"];
+    assert_eq!(s["HTTPS"], "on");
+    assert_eq!(s["REQUEST_SCHEME"], "https");
+    assert_eq!(s["SERVER_PROTOCOL"], "HTTP/2.0", "as nginx says it");
+    assert_eq!(s["SERVER_PORT"], port.as_str());
+    assert_eq!(s["HTTP_HOST"], format!("localhost:{port}"));
+    assert_eq!(s["SCRIPT_NAME"], "/index.php", "the front controller ran");
+    assert_eq!(
+        got["post"]["a"], "1",
+        "the body reached php-fpm over HTTP/2"
+    );
+
+    let h1 = curl(&server, Some(&certs), "/", &["--http1.1"]);
+    assert_eq!(h1.version, "1.1");
+    assert_eq!(h1.json()["server"]["HTTPS"], "on");
+}

@@ -139,6 +139,13 @@ impl Server {
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 let line = strip_ansi(&line);
+                // The line is in the log before the address is announced,
+                // so a test reading the log next sees the start-up line.
+                {
+                    let mut log = sink.lock().unwrap_or_else(|e| e.into_inner());
+                    log.push_str(&line);
+                    log.push('\n');
+                }
                 if let Some(addr) = line
                     .split("on http://")
                     .nth(1)
@@ -149,9 +156,6 @@ impl Server {
                         let _ = tx.send(addr);
                     }
                 }
-                let mut log = sink.lock().unwrap_or_else(|e| e.into_inner());
-                log.push_str(&line);
-                log.push('\n');
             }
         });
         let stdout = child.stdout.take().expect("stdout");

@@ -66,6 +66,32 @@ pub struct Child {
     /// The peak memory of the last request, in bytes (0 while running).
     #[serde(rename = "last request memory")]
     pub last_request_memory: u64,
+    /// When the child started, in seconds since the Unix epoch.
+    #[serde(rename = "start time")]
+    pub start_time: u64,
+}
+
+impl Child {
+    /// Whether the child waits for a request.
+    pub fn is_idle(&self) -> bool {
+        self.state == "Idle"
+    }
+
+    /// How long the child has run, by the system clock.
+    pub fn age(&self) -> Duration {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        now.saturating_sub(Duration::from_secs(self.start_time))
+    }
+
+    /// The child's resident memory (RSS) in bytes, from
+    /// `/proc/PID/statm`; none once it has gone.
+    pub fn resident_memory(&self) -> Option<u64> {
+        let statm = std::fs::read_to_string(format!("/proc/{}/statm", self.pid)).ok()?;
+        let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+        Some(pages * rustix::param::page_size() as u64)
+    }
 }
 
 #[derive(Deserialize)]
@@ -251,6 +277,37 @@ impl Pool {
         Error::exited(format!("{status}; last lines:\n{}", self.log.tail()))
     }
 
+    /// Completes when the master has exited (a clone of the pool's exit
+    /// watch, so the caller need not hold the pool meanwhile).
+    pub fn on_exit(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut exit = self.exit.clone();
+        async move {
+            let _ = exit.wait_for(Option::is_some).await;
+        }
+    }
+
+    /// Asks child `pid` to leave once it has finished its request
+    /// (SIGQUIT: a php-fpm child stops accepting, ends its request and
+    /// exits; the master starts another in its place). Returns false, and
+    /// signals nothing, when `pid` is not a child of this pool (any more):
+    /// its process group must be the master's.
+    pub fn retire(&self, pid: u32) -> Result<bool, Error> {
+        let Some(child) = Pid::from_raw(pid as i32) else {
+            return Ok(false);
+        };
+        if child == self.pid || process_group(pid) != Some(self.pid()) {
+            return Ok(false);
+        }
+        match kill_process(child, Signal::QUIT) {
+            Ok(()) => Ok(true),
+            Err(rustix::io::Errno::SRCH) => Ok(false),
+            Err(e) => Err(Error::io(
+                format!("signalling php-fpm child {pid}"),
+                e.into(),
+            )),
+        }
+    }
+
     /// Reloads the pool (SIGUSR2): the master re-executes itself with the
     /// same configuration, keeps its listening socket, and replaces its
     /// children; a child in a request gets `process_control_timeout` to
@@ -370,6 +427,14 @@ impl Drop for Pool {
             self.kill_group();
         }
     }
+}
+
+/// The process group of `pid`, from `/proc/PID/stat`.
+fn process_group(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(2)?.parse().ok()
 }
 
 async fn read_log<R: AsyncRead + Unpin>(out: R, log: Arc<Log>, ready: Arc<watch::Sender<u64>>) {

@@ -736,3 +736,52 @@ fn md5(data: &[u8]) -> u128 {
     }
     u128::from_be_bytes(out)
 }
+
+/// `retire` (SIGQUIT) lets a busy child finish its request, then php-fpm
+/// replaces it; an idle one leaves at once. A pid that is not one of the
+/// pool's children (the master, another process) is not signalled.
+#[tokio::test]
+async fn a_retired_child_finishes_its_request_and_is_replaced() {
+    let site = Site::new();
+    let pool = Pool::start(&config(2)).await.expect("start");
+    let children = pool.children().await.expect("children");
+    assert!(children
+        .iter()
+        .all(|c| c.start_time > 0 && c.age() < Duration::from_secs(60)));
+    assert!(children
+        .iter()
+        .all(|c| c.resident_memory().is_some_and(|m| m > 1 << 20)));
+
+    let mut hold = get(&pool, &site, "hold.php", "gate=retire-gate")
+        .await
+        .expect("hold");
+    let busy = first_line(&mut hold).await as u32;
+    assert!(pool.retire(busy).expect("retire"), "signalled");
+    // Still running its request: the gate is not open yet.
+    assert!(Path::new(&format!("/proc/{busy}")).exists());
+    site.open_gate("retire-gate");
+    assert_eq!(body(&mut hold).await, "released");
+    assert!(
+        until(|| !Path::new(&format!("/proc/{busy}")).exists()).await,
+        "the retired child left"
+    );
+    let mut replaced = Vec::new();
+    for _ in 0..200 {
+        replaced = pool.children().await.expect("children");
+        if replaced.len() == 2 && replaced.iter().all(|c| c.pid != busy) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(replaced.len(), 2, "{replaced:?}");
+    assert!(replaced.iter().all(|c| c.pid != busy), "{replaced:?}");
+
+    assert!(!pool.retire(pool.pid()).expect("master"), "not the master");
+    assert!(
+        !pool.retire(std::process::id()).expect("us"),
+        "not a stranger"
+    );
+    let mut response = get(&pool, &site, "env.php", "").await.expect("served on");
+    assert!(body(&mut response).await.contains("env.php"));
+    stop(pool).await;
+}

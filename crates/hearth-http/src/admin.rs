@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use hearth_pool::Pool;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -17,12 +16,12 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, PoolReport};
 
 /// What the admin endpoints report on.
 #[derive(Debug, Clone)]
 pub struct AdminState {
-    pub pool: Pool,
+    pub pool: Arc<dyn PoolReport>,
     pub metrics: Arc<Metrics>,
     /// Set once the server begins to shut down: `/readyz` answers 503 from
     /// then on, so that a load balancer stops sending requests.
@@ -91,8 +90,9 @@ fn answer(state: &AdminState, req: &Request<Incoming>) -> Response<Full<Bytes>> 
         ),
         "/healthz" => text(StatusCode::OK, PLAIN, "ok\n".into()),
         "/readyz" => {
-            let live = state.pool.status().live;
-            if state.stopping.load(Ordering::Acquire) || state.pool.is_stopping() {
+            let report = state.pool.report();
+            let live = report.live;
+            if state.stopping.load(Ordering::Acquire) || report.stopping {
                 text(
                     StatusCode::SERVICE_UNAVAILABLE,
                     PLAIN,

@@ -43,8 +43,10 @@ pub struct ClassicSite {
     root: PathBuf,
     options: hearth_classic::Options,
     router: RwLock<Arc<Router>>,
-    /// The pool's unix socket (the same across its reloads).
-    socket: PathBuf,
+    /// The pool's unix socket (the same across its reloads); none while
+    /// php-fpm is down (its master died and another is starting), when
+    /// PHP requests get 503 at once.
+    socket: RwLock<Option<PathBuf>>,
     limits: fastcgi::Limits,
     /// How many requests the pool runs at once (its children).
     children: usize,
@@ -70,7 +72,7 @@ impl ClassicSite {
             root: root.to_path_buf(),
             options,
             router: RwLock::new(Arc::new(router)),
-            socket,
+            socket: RwLock::new(Some(socket)),
             limits,
             children: children.max(1),
             queue_timeout,
@@ -85,6 +87,19 @@ impl ClassicSite {
         let real = router.root().to_path_buf();
         *self.router.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(router);
         Ok(real)
+    }
+
+    /// Points PHP requests at a new pool's socket (after php-fpm was
+    /// started again), or, with none, answers them 503 at once.
+    pub fn set_socket(&self, socket: Option<PathBuf>) {
+        *self.socket.write().unwrap_or_else(|e| e.into_inner()) = socket;
+    }
+
+    fn socket(&self) -> Option<PathBuf> {
+        self.socket
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The document root's real path, as requests are routed now.
@@ -296,7 +311,11 @@ async fn php(
         .config
         .request_timeout
         .map(|limit| Instant::now() + limit);
-    let mut answer = match fastcgi::request(&site.socket, &params, body, &site.limits).await {
+    let Some(socket) = site.socket() else {
+        tracing::debug!(script, "503: php-fpm is starting again");
+        return unavailable(cx.config);
+    };
+    let mut answer = match fastcgi::request(&socket, &params, body, &site.limits).await {
         Ok(answer) => answer,
         Err(e) => return failure(&e, &script, &parts, cx.config),
     };
@@ -340,6 +359,9 @@ async fn php(
     let keep: Keep = Box::new((held, turn));
     tokio::spawn(pump(answer, first, writer, keep, deadline, script));
     *response.body_mut() = ResponseBody::Spooled(reader);
+    if cx.config.compression {
+        return compress::fastcgi_response(response, &parts.method, &parts.headers).await;
+    }
     response
 }
 
@@ -410,12 +432,17 @@ fn failure(
         return response::error_page(StatusCode::GATEWAY_TIMEOUT);
     }
     if e.is_unavailable() {
-        let mut response = response::error_page(StatusCode::SERVICE_UNAVAILABLE);
-        response.headers_mut().insert(
-            http::header::RETRY_AFTER,
-            HeaderValue::from(config.retry_after),
-        );
-        return response;
+        return unavailable(config);
     }
     response::error_page(StatusCode::BAD_GATEWAY)
+}
+
+/// 503 with Retry-After: nothing reached PHP, the client may try again.
+fn unavailable(config: &ServeConfig) -> Response<ResponseBody> {
+    let mut response = response::error_page(StatusCode::SERVICE_UNAVAILABLE);
+    response.headers_mut().insert(
+        http::header::RETRY_AFTER,
+        HeaderValue::from(config.retry_after),
+    );
+    response
 }

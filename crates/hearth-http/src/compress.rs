@@ -174,6 +174,28 @@ pub(crate) async fn php_response(
     method: &Method,
     request: &HeaderMap,
 ) -> Response<ResponseBody> {
+    compress_php(response, method, request, false).await
+}
+
+/// Compresses a classic-mode (php-fpm) response as [`php_response`] does,
+/// and also one spooled as php-fpm sends it, of a length not known yet:
+/// nginx's gzip filter compresses a FastCGI response whatever its length
+/// when it has no `Content-Length`, and with `fastcgi_buffering on` (as
+/// Hearth reads it) what PHP flushes is not sent at once anyway.
+pub(crate) async fn fastcgi_response(
+    response: Response<ResponseBody>,
+    method: &Method,
+    request: &HeaderMap,
+) -> Response<ResponseBody> {
+    compress_php(response, method, request, true).await
+}
+
+async fn compress_php(
+    response: Response<ResponseBody>,
+    method: &Method,
+    request: &HeaderMap,
+    spooled: bool,
+) -> Response<ResponseBody> {
     if method == Method::HEAD
         || !matches!(
             response.status(),
@@ -195,12 +217,13 @@ pub(crate) async fn php_response(
             .is_some_and(is_compressible);
     let whole = match response.body() {
         ResponseBody::Full(_) | ResponseBody::Charged(..) => true,
-        ResponseBody::Spooled(spool) => spool.len().is_some(),
+        ResponseBody::Spooled(spool) => spooled || spool.len().is_some(),
         ResponseBody::Reader(_) => false,
     };
-    let big = hyper::body::Body::size_hint(response.body())
-        .exact()
-        .is_some_and(|n| n >= MIN_SIZE);
+    let big = match hyper::body::Body::size_hint(response.body()).exact() {
+        Some(n) => n >= MIN_SIZE,
+        None => spooled,
+    };
     if !(eligible && whole && big) {
         return response;
     }

@@ -82,7 +82,7 @@ pub use access_log::{AccessLog, AccessLogFormat};
 pub use cgi::{parse_trusted_proxy, Script};
 pub use classic::ClassicSite;
 pub use config::ServeConfig;
-pub use metrics::Metrics;
+pub use metrics::{Metrics, PoolReport, PoolSnapshot};
 pub use mixed::{Area, MixedSite};
 pub use observe::{Observed, Observer};
 pub use response::{ReaderBody, ResponseBody, StreamError};

@@ -1,6 +1,8 @@
 //! Prometheus metrics: request counts and latencies recorded as requests
 //! end, and the pool's state read when `/metrics` is scraped.
 
+use std::sync::Arc;
+
 use hearth_pool::Pool;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -29,6 +31,57 @@ struct ClassLabels {
     class: &'static str,
 }
 
+/// What the metrics and the admin endpoints read of the processes that
+/// run PHP: worker mode's pool, or classic mode's php-fpm.
+pub trait PoolReport: Send + Sync + std::fmt::Debug + 'static {
+    /// The processes' state now (cheap: read at each scrape).
+    fn report(&self) -> PoolSnapshot;
+}
+
+/// The processes' state at one moment, for `/metrics` and `/readyz`.
+#[derive(Debug, Clone, Default)]
+pub struct PoolSnapshot {
+    /// Requests waiting for a process.
+    pub waiting: usize,
+    /// Processes ready or busy.
+    pub live: usize,
+    pub busy: usize,
+    pub idle: usize,
+    /// Processes always running, and at most.
+    pub min_workers: usize,
+    pub workers: usize,
+    /// Slots whose process is failing to start.
+    pub failing: usize,
+    /// Processes started, first starts included (none: not known).
+    pub started: Option<u64>,
+    /// Processes replaced, by reason.
+    pub restarts_by_reason: Vec<(String, u64)>,
+    /// The processes are being stopped.
+    pub stopping: bool,
+}
+
+impl PoolReport for Pool {
+    fn report(&self) -> PoolSnapshot {
+        let status = self.status();
+        PoolSnapshot {
+            waiting: status.waiting,
+            live: status.live,
+            busy: status.busy,
+            idle: status.idle,
+            min_workers: self.config().min_workers,
+            workers: status.workers,
+            failing: status.failing,
+            started: Some(status.started),
+            restarts_by_reason: status
+                .restarts_by_reason
+                .into_iter()
+                .map(|(reason, n)| (reason.as_str().to_owned(), n))
+                .collect(),
+            stopping: self.is_stopping(),
+        }
+    }
+}
+
 /// The server's metrics. Recording costs a few atomics and a read lock
 /// on a small map per request; nothing is recorded unless metrics are on
 /// (an admin listener is configured).
@@ -44,7 +97,7 @@ pub struct Metrics {
 impl Metrics {
     /// Metrics for a server in front of `pool`; `access_log` adds its
     /// count of dropped lines.
-    pub fn new(pool: Pool, access_log: Option<AccessLog>) -> Metrics {
+    pub fn new(pool: Arc<dyn PoolReport>, access_log: Option<AccessLog>) -> Metrics {
         let mut registry = Registry::default();
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -149,7 +202,7 @@ fn class_label(status: u16) -> &'static str {
 /// Reads the pool's counters and gauges at scrape time.
 #[derive(Debug)]
 struct PoolCollector {
-    pool: Pool,
+    pool: Arc<dyn PoolReport>,
     access_log: Option<AccessLog>,
 }
 
@@ -175,8 +228,7 @@ fn counter(
 
 impl Collector for PoolCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let status = self.pool.status();
-        let config = self.pool.config();
+        let status = self.pool.report();
         let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
         gauge(
             &mut encoder,
@@ -206,7 +258,7 @@ impl Collector for PoolCollector {
             &mut encoder,
             "hearth_pool_workers_min",
             "Workers always running (min_workers)",
-            n(config.min_workers),
+            n(status.min_workers),
         )?;
         gauge(
             &mut encoder,
@@ -220,12 +272,14 @@ impl Collector for PoolCollector {
             "Slots whose worker is failing to boot",
             n(status.failing),
         )?;
-        counter(
-            &mut encoder,
-            "hearth_pool_worker_starts",
-            "Workers started, first boots included",
-            status.started,
-        )?;
+        if let Some(started) = status.started {
+            counter(
+                &mut encoder,
+                "hearth_pool_worker_starts",
+                "Workers started, first boots included",
+                started,
+            )?;
+        }
         let mut restarts = encoder.encode_descriptor(
             "hearth_pool_worker_restarts",
             "Workers replaced, by reason",

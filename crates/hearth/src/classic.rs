@@ -16,23 +16,31 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 use crate::control::{ControlState, Engine};
+
+mod supervise;
 use crate::options::ServeOptions;
 
-/// The classic engine: the site and its php-fpm pool.
+/// The classic engine: the site and its php-fpm pool, supervised
+/// ([`Classic::supervise`]).
 #[derive(Debug)]
 pub struct Classic {
     site: Arc<ClassicSite>,
-    /// Taken out when the server stops.
+    /// Taken out when the server stops, and while php-fpm is started again
+    /// after its master died.
     fpm: tokio::sync::RwLock<Option<FpmPool>>,
+    /// php-fpm's configuration, to start it again.
+    config: FpmConfig,
     /// When the server started, for the status.
     started: Instant,
-    /// php-fpm's status page: the child answering it is not busy.
-    status_path: String,
+    /// Children always running (`pm.start_servers`, or all of them).
+    min_children: usize,
     /// How long a reload may take (php-fpm waits up to its
     /// `process_control_timeout` for busy children).
     reload_wait: Duration,
-    /// Children always running (none with `pm = ondemand`).
-    min_children: usize,
+    /// What the supervision enforces on the children.
+    limits: supervise::ChildLimits,
+    /// The supervision's state and counts.
+    watch: supervise::Watch,
 }
 
 impl Classic {
@@ -41,7 +49,10 @@ impl Classic {
     pub async fn reload(&self) -> anyhow::Result<String> {
         let fpm = self.fpm.read().await;
         let Some(fpm) = fpm.as_ref() else {
-            bail!("shutting down");
+            if self.watch.is_stopping() {
+                bail!("shutting down");
+            }
+            bail!("php-fpm is being started again (its master exited); try again shortly");
         };
         let real = self.site.reroute().map_err(|e| {
             tracing::error!("reload failed, the old root keeps serving: {e}");
@@ -62,7 +73,9 @@ impl Classic {
     /// The status report, in the shape of worker mode's (`hearth
     /// status`), with php-fpm's children as the workers.
     pub async fn status(&self, state: &ControlState) -> Value {
-        let (pool, workers, stopped) = self.children().await;
+        let (pool, workers, running) = self.children().await;
+        let stopping =
+            state.stopping.load(std::sync::atomic::Ordering::Acquire) || self.watch.is_stopping();
         json!({
             "version": env!("CARGO_PKG_VERSION"),
             "pid": std::process::id(),
@@ -71,16 +84,18 @@ impl Classic {
             "script": format!("classic mode: {} (php-fpm)", self.site.real_root().display()),
             "root": self.site.real_root(),
             "uptime": self.started.elapsed().as_secs_f64(),
-            "stopping": state.stopping.load(std::sync::atomic::Ordering::Acquire) || stopped,
+            "stopping": stopping,
+            "php_fpm": if running { "running" } else if stopping { "stopped" } else { "starting again" },
             "pool": pool,
             "workers": workers,
         })
     }
 
     /// php-fpm's pool totals and children, in the shape of worker mode's
-    /// `pool` and `workers`, and whether php-fpm has been stopped.
+    /// `pool` and `workers`, and whether php-fpm is running.
     pub async fn children(&self) -> (Value, Value, bool) {
         let fpm = self.fpm.read().await;
+        let running = fpm.is_some();
         let children = match fpm.as_ref() {
             Some(fpm) => fpm.children().await.unwrap_or_else(|e| {
                 tracing::warn!("php-fpm's status page: {e}");
@@ -88,9 +103,10 @@ impl Classic {
             }),
             None => Vec::new(),
         };
+        drop(fpm);
         // The child answering the status request itself is not busy.
         let is_busy = |c: &hearth_fpm::pool::Child| {
-            c.state != "Idle" && !c.request_uri.starts_with(&self.status_path)
+            !c.is_idle() && !c.request_uri.starts_with(&self.config.status_path)
         };
         let busy = children.iter().filter(|c| is_busy(c)).count();
         let workers: Vec<Value> = children
@@ -110,12 +126,13 @@ impl Classic {
                     "pid": c.pid,
                     "state": if is_busy(c) { "busy" } else { "idle" },
                     "requests": c.requests,
-                    "memory": Value::Null,
-                    "age": Value::Null,
+                    "memory": c.resident_memory(),
+                    "age": c.age().as_secs_f64(),
                     "request": request,
                 })
             })
             .collect();
+        let counts = self.watch.counts();
         let pool = json!({
             "workers": self.site.children(),
             "min_workers": self.min_children,
@@ -126,15 +143,17 @@ impl Classic {
             "failing": 0,
             "queue": 0,
             "started": Value::Null,
-            "restarts": Value::Null,
-            "restarts_by_reason": {},
+            "restarts": counts.total(),
+            "restarts_by_reason": counts.by_reason(),
         });
-        (pool, Value::Array(workers), fpm.is_none())
+        (pool, Value::Array(workers), running)
     }
 
     /// Stops php-fpm: its children finish their requests within `grace`,
-    /// then are stopped firmly.
+    /// then are stopped firmly. The supervision ends: php-fpm is not
+    /// started again.
     pub async fn stop(&self, grace: Duration) {
+        self.watch.stopping();
         let Some(fpm) = self.fpm.write().await.take() else {
             return;
         };
@@ -143,12 +162,46 @@ impl Classic {
             Err(e) => tracing::error!("stopping php-fpm: {e}"),
         }
     }
+
+    /// Kills php-fpm's master and children at once (SIGKILL to its
+    /// process group): the second signal.
+    pub fn kill_now(&self) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.watch.master() as i32) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+/// `/metrics` and `/readyz`: php-fpm's children as the supervision last
+/// saw them (once a second; none while php-fpm is down).
+impl hearth_http::PoolReport for Classic {
+    fn report(&self) -> hearth_http::PoolSnapshot {
+        let (live, busy) = self.watch.seen();
+        hearth_http::PoolSnapshot {
+            waiting: 0,
+            live,
+            busy,
+            idle: live.saturating_sub(busy),
+            min_workers: self.min_children,
+            workers: self.site.children(),
+            failing: 0,
+            started: None,
+            restarts_by_reason: self
+                .watch
+                .counts()
+                .0
+                .into_iter()
+                .map(|(reason, n)| (reason.to_owned(), n))
+                .collect(),
+            stopping: self.watch.is_stopping(),
+        }
+    }
 }
 
 impl Classic {
     /// Starts php-fpm with `config` for the site at `root` (absolute, a
-    /// directory), its requests routed with `routing`; `children` is how
-    /// many requests php-fpm runs at once (`pm.max_children`).
+    /// directory), its requests routed with `routing`. The supervision
+    /// ([`Classic::supervise`]) is the caller's to spawn.
     pub async fn start(
         options: &ServeOptions,
         root: &Path,
@@ -157,11 +210,14 @@ impl Classic {
     ) -> anyhow::Result<Classic> {
         let (children, min_children) = match config.process_manager {
             ProcessManager::Static { children } => (children, children),
-            ProcessManager::Dynamic { max_children, .. } => (max_children, 0),
+            ProcessManager::Dynamic {
+                max_children,
+                start,
+                ..
+            } => (max_children, start),
             ProcessManager::OnDemand { max_children, .. } => (max_children, 0),
         };
-        let children = usize::try_from(children).unwrap_or(usize::MAX);
-        let min_children = usize::try_from(min_children).unwrap_or(usize::MAX);
+        let as_usize = |n: u32| usize::try_from(n).unwrap_or(usize::MAX);
         let fpm = FpmPool::start(config)
             .await
             .context("cannot start php-fpm")?;
@@ -183,7 +239,7 @@ impl Classic {
             routing,
             fpm.socket().to_path_buf(),
             limits,
-            (children, options.queue_timeout.0),
+            (as_usize(children), options.queue_timeout.0),
         ) {
             Ok(site) => Arc::new(site),
             Err(e) => {
@@ -191,14 +247,28 @@ impl Classic {
                 bail!("document root {}: {e}", root.display());
             }
         };
+        let master = fpm.pid();
         Ok(Classic {
             site,
             fpm: tokio::sync::RwLock::new(Some(fpm)),
+            config: config.clone(),
             started: Instant::now(),
-            status_path: config.status_path.clone(),
+            min_children: as_usize(min_children),
             reload_wait: whole_seconds(options.stop_timeout.0) + Duration::from_secs(10),
-            min_children,
+            limits: supervise::ChildLimits {
+                max_memory: options.max_memory.0,
+                ttl: options
+                    .ttl
+                    .and_then(crate::options::values::Seconds::nonzero),
+            },
+            watch: supervise::Watch::new(master),
         })
+    }
+
+    /// Why the supervision gave up on php-fpm, if it did (the server
+    /// then stops and exits non-zero).
+    pub fn gave_up(&self) -> Option<String> {
+        self.watch.gave_up()
     }
 
     /// The site: its root, router and php-fpm socket.
@@ -206,16 +276,46 @@ impl Classic {
         &self.site
     }
 
-    /// php-fpm's master: its pid and private directory (none once stopped).
+    /// php-fpm's master: its pid and private directory (none while it is
+    /// stopped or being started again).
     pub async fn master(&self) -> Option<(u32, PathBuf)> {
         let fpm = self.fpm.read().await;
         fpm.as_ref().map(|fpm| (fpm.pid(), fpm.dir().to_path_buf()))
+    }
+
+    /// Whether php-fpm starts children only for requests (a mixed site's
+    /// pool): such a pool is not asked for its status page once a second,
+    /// which would keep a child alive for it.
+    fn on_demand(&self) -> bool {
+        matches!(self.config.process_manager, ProcessManager::OnDemand { .. })
     }
 }
 
 /// Whole seconds, rounded up (php-fpm's durations are whole seconds).
 fn whole_seconds(d: Duration) -> Duration {
     Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0))
+}
+
+/// php-fpm's `pm` from `--min-workers` and `--workers`. Equal (the
+/// default), `pm = static`. Else `pm = dynamic`, as near worker mode's
+/// meaning as php-fpm allows: `min` children start and stay when idle
+/// (`start_servers` and `max_spare_servers`), one more starts whenever no
+/// child is idle (`min_spare_servers = 1`: php-fpm's check, once a
+/// second, starts 1, then 2, 4 ... up to 32 a second while needed), never
+/// more than `max` in all (`max_children`); idle children past `min` are
+/// stopped one a second (php-fpm has no idle delay in this mode, so
+/// `--scale-down-after` has no counterpart).
+fn process_manager(min: usize, max: usize) -> ProcessManager {
+    let n = |v: usize| u32::try_from(v).unwrap_or(u32::MAX);
+    if min >= max {
+        return ProcessManager::Static { children: n(max) };
+    }
+    ProcessManager::Dynamic {
+        max_children: n(max),
+        start: n(min),
+        min_spare: 1,
+        max_spare: n(min),
+    }
 }
 
 /// php-fpm's configuration from `hearth serve`'s options.
@@ -246,9 +346,7 @@ pub(crate) fn fpm_config(options: &ServeOptions) -> anyhow::Result<FpmConfig> {
     let timeout = options.request_timeout.nonzero().map(whole_seconds);
     Ok(FpmConfig {
         binary: options.php_fpm.clone(),
-        process_manager: ProcessManager::Static {
-            children: u32::try_from(options.workers()).unwrap_or(u32::MAX),
-        },
+        process_manager: process_manager(options.min_workers(), options.workers()),
         max_requests: u32::try_from(options.max_requests).unwrap_or(u32::MAX),
         request_terminate_timeout: timeout,
         process_control_timeout: whole_seconds(options.stop_timeout.0),
@@ -296,12 +394,6 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         Ok(_) => bail!("document root {} is not a directory", given.display()),
         Err(e) => bail!("document root {}: {e}", given.display()),
     }
-    if options.admin.is_some() {
-        bail!("--admin is not available in classic mode yet (no worker script was given)");
-    }
-    if options.watch {
-        bail!("--watch is not available in classic mode yet (no worker script was given)");
-    }
     let config = fpm_config(&options)?;
     let tls = match (&options.tls_cert, &options.tls_key) {
         (Some(cert), Some(key)) => Some(hearth_http::TlsConfig::from_pem_files(cert, key)?),
@@ -315,15 +407,25 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", options.listen.0))?;
     let addr = listener.local_addr()?;
     let control = crate::observe::bind_control(&observe, addr)?;
-    let classic = Classic::start(&options, &root, hearth_classic::Options::default(), &config)
+    let classic = Classic::start(&options, &root, options.classic_options(), &config)
         .await
         .context("classic mode")?;
     let site = classic.site().clone();
     let Some((master, dir)) = classic.master().await else {
         bail!("php-fpm stopped at start");
     };
+    if let Some(front) = options.fallback.for_router() {
+        let script = site.real_root().join(front.trim_start_matches('/'));
+        if !script.is_file() {
+            tracing::warn!(
+                "the front controller {front} is not in {}: requests for anything not on disk \
+                 will get 404 (--fallback names another script, --fallback off says there is none)",
+                site.real_root().display()
+            );
+        }
+    }
     tracing::info!(
-        "hearth {} starting classic mode for {}{} on {}://{addr} with {} php-fpm children (pid {master}, {})",
+        "hearth {} starting classic mode for {}{} on {}://{addr} with {} php-fpm children (pid {}, {})",
         env!("CARGO_PKG_VERSION"),
         root.display(),
         if site.real_root() == root {
@@ -332,7 +434,12 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
             format!(" ({})", site.real_root().display())
         },
         if http.tls.is_some() { "https" } else { "http" },
-        options.workers(),
+        match config.process_manager {
+            ProcessManager::Dynamic { start, max_children, .. } => format!("{start} to {max_children}"),
+            ProcessManager::Static { children } => children.to_string(),
+            ProcessManager::OnDemand { max_children, .. } => format!("up to {max_children}"),
+        },
+        master,
         dir.display(),
     );
     let classic = Arc::new(classic);
@@ -351,10 +458,16 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         }
     };
     tokio::spawn(reload_on_hangup(classic.clone()));
+    if options.watch {
+        let given = options.watch_dir.clone().unwrap_or_else(|| root.clone());
+        tokio::spawn(reload_on_change(classic.clone(), given));
+    }
+    tokio::spawn(classic.clone().supervise(observing.stop.clone()));
     let stopping = observing.stopping.clone();
     let stop = observing.stop.clone();
+    let killer = classic.clone();
     let shutdown = async move {
-        shutdown_signal(master, stop).await;
+        crate::serve::shutdown_signal_then(stop, "php-fpm", move || killer.kill_now()).await;
         stopping.store(true, std::sync::atomic::Ordering::Release);
     };
     let served = hearth_http::serve_classic(
@@ -368,9 +481,45 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     )
     .await;
     classic.stop(options.stop_timeout.0).await;
-    tracing::info!("stopped");
     drop(observing);
+    if let Some(why) = classic.gave_up() {
+        tracing::error!("stopped: {why}");
+        bail!("{why}");
+    }
+    tracing::info!("stopped");
     served.map_err(Into::into)
+}
+
+/// `--watch` in classic mode: php-fpm reads each script again anyway
+/// (OPcache revalidates it within `opcache.revalidate_freq`, 2 s by
+/// default), but an edit should show on the next request, with OPcache
+/// and the `.user.ini` cache emptied: a changed `.php` file under the
+/// root (or `--watch-dir`) reloads php-fpm, as `hearth reload` does.
+/// Changes that arrive together make one reload.
+async fn reload_on_change(classic: Arc<Classic>, given: std::path::PathBuf) {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(8);
+    let mut watched: Option<(crate::serve::WatchTargets, notify::RecommendedWatcher)> = None;
+    loop {
+        let targets = crate::serve::WatchTargets {
+            dir: std::fs::canonicalize(&given).unwrap_or_else(|_| given.clone()),
+            links: crate::serve::symlinks_on(&given),
+        };
+        if watched.as_ref().map(|(t, _)| t) != Some(&targets) {
+            watched = None;
+            match crate::serve::watch_php_files(&targets, tx.clone()) {
+                Ok(watcher) => {
+                    tracing::info!("watching {} for changed PHP files", targets.dir.display());
+                    watched = Some((targets, watcher));
+                }
+                Err(e) => tracing::error!("cannot watch {}: {e}", targets.dir.display()),
+            }
+        }
+        let Some(why) = rx.recv().await else { return };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        while rx.try_recv().is_ok() {}
+        tracing::info!("{why}: reloading php-fpm");
+        let _ = classic.reload().await;
+    }
 }
 
 /// Reloads on SIGHUP, as in worker mode.
@@ -387,15 +536,4 @@ async fn reload_on_hangup(classic: Arc<Classic>) {
         tracing::info!("SIGHUP received: reloading php-fpm");
         let _ = classic.reload().await;
     }
-}
-
-/// Completes on the first SIGTERM or SIGINT (or `hearth stop`). A second
-/// signal kills php-fpm's process group and exits at once.
-async fn shutdown_signal(master: u32, stop: Arc<tokio::sync::Notify>) {
-    crate::serve::shutdown_signal_then(stop, "php-fpm", move || {
-        if let Some(pid) = rustix::process::Pid::from_raw(master as i32) {
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        }
-    })
-    .await;
 }

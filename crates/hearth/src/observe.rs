@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use hearth_http::{AccessLog, AccessLogFormat, Metrics, Observer};
+use hearth_http::{AccessLog, AccessLogFormat, Metrics, Observer, PoolReport};
 use tokio::sync::Notify;
 
 use crate::control::{ControlSocket, ControlState, Engine};
@@ -75,9 +75,9 @@ pub async fn start(
 ) -> anyhow::Result<Observing> {
     let stop = Arc::new(Notify::new());
     let stopping = Arc::new(AtomicBool::new(false));
-    let pool = match &engine {
-        Engine::Workers(pool) | Engine::Mixed(pool, _) => Some(pool.clone()),
-        Engine::Classic(_) => None,
+    let pool: Arc<dyn PoolReport> = match &engine {
+        Engine::Workers(pool) | Engine::Mixed(pool, _) => Arc::new(pool.clone()),
+        Engine::Classic(classic) => classic.clone(),
     };
     control.serve(ControlState {
         engine,
@@ -102,7 +102,7 @@ pub async fn start(
         metrics: None,
         access_log: access_log.clone(),
     };
-    if let (Some(addr), Some(pool)) = (setup.admin, pool) {
+    if let Some(addr) = setup.admin {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr} (--admin)"))?;

@@ -312,14 +312,14 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
 
     let stopping = observing.stopping.clone();
     let (pool_for_signals, observing_stop) = (pool.clone(), observing.stop.clone());
-    let master = match &classic {
-        Some(classic) => classic.master().await.map(|(pid, _)| pid),
-        None => None,
-    };
+    if let Some(classic) = &classic {
+        tokio::spawn(classic.clone().supervise(observing.stop.clone()));
+    }
+    let killer = classic.clone();
     let failure = failed_start.clone();
     let shutdown = async move {
         tokio::select! {
-            () = shutdown_signal(pool_for_signals, observing_stop, master) => {}
+            () = shutdown_signal(pool_for_signals, observing_stop, killer) => {}
             Ok(e) = gave_up => {
                 tracing::error!("stopping: the worker script cannot boot");
                 *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
@@ -344,6 +344,11 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         _ => hearth_http::serve(listener, pool.clone(), http, shutdown).await?,
     }
     stop_both(&pool, classic.as_deref(), &setup).await;
+    if let Some(why) = classic.as_ref().and_then(|c| c.gave_up()) {
+        drop(observing);
+        tracing::error!("stopped: {why}");
+        bail!("{why}");
+    }
     tracing::info!("stopped");
     // Removes the control socket.
     drop(observing);
@@ -361,7 +366,7 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
 async fn start_classic(mixed: &MixedSetup) -> anyhow::Result<Arc<crate::classic::Classic>> {
     let routing = hearth_classic::Options {
         fallback: Some(mixed.front.clone()),
-        ..hearth_classic::Options::default()
+        ..mixed.options.classic_options()
     };
     let classic = crate::classic::Classic::start(&mixed.options, &mixed.root, routing, &mixed.fpm)
         .await
@@ -551,14 +556,14 @@ struct Watching {
     _watcher: Option<notify::RecommendedWatcher>,
 }
 
-/// Where changes reload the workers.
+/// Where changes reload the workers (or, in classic mode, php-fpm).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct WatchTargets {
+pub(crate) struct WatchTargets {
     /// The real directory watched for changed PHP files, recursively.
-    dir: PathBuf,
+    pub dir: PathBuf,
     /// Symlinks on the way to it (a `current` link to a release): a change
     /// to one of them (a deploy switching it) reloads too.
-    links: Vec<PathBuf>,
+    pub links: Vec<PathBuf>,
 }
 
 impl Watching {
@@ -604,7 +609,7 @@ impl Watching {
 }
 
 /// The symlinks among `path` and its ancestors.
-fn symlinks_on(path: &Path) -> Vec<PathBuf> {
+pub(crate) fn symlinks_on(path: &Path) -> Vec<PathBuf> {
     path.ancestors()
         .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink()))
         .map(Path::to_path_buf)
@@ -614,7 +619,7 @@ fn symlinks_on(path: &Path) -> Vec<PathBuf> {
 /// Sends a message on `tx` when a `.php` file under the target directory
 /// is written, created, renamed or removed, or when one of the target
 /// links is replaced.
-fn watch_php_files(
+pub(crate) fn watch_php_files(
     targets: &WatchTargets,
     tx: tokio::sync::mpsc::Sender<String>,
 ) -> notify::Result<notify::RecommendedWatcher> {
@@ -662,22 +667,21 @@ fn watch_php_files(
 }
 
 /// Completes on the first SIGTERM or SIGINT. A second one kills the
-/// workers (and a mixed site's php-fpm, `master`'s process group) and
-/// exits at once.
+/// workers (and a mixed site's php-fpm) and exits at once.
 pub(crate) async fn shutdown_signal(
     pool: Pool,
     stop: std::sync::Arc<tokio::sync::Notify>,
-    master: Option<u32>,
+    classic: Option<Arc<crate::classic::Classic>>,
 ) {
-    let what = if master.is_some() {
+    let what = if classic.is_some() {
         "the workers and php-fpm"
     } else {
         "the workers"
     };
     shutdown_signal_then(stop, what, move || {
         pool.kill_all();
-        if let Some(pid) = master.and_then(|pid| rustix::process::Pid::from_raw(pid as i32)) {
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        if let Some(classic) = classic {
+            classic.kill_now();
         }
     })
     .await;

@@ -10,8 +10,8 @@ use hearth_pool::{PoolConfig, WorkerUser};
 use serde::{Deserialize, Serialize};
 
 use super::values::{
-    self, AccessLogChoice, Address, ClassicChoice, EnvVar, ExtensionChoice, Proxy, RouteRule,
-    Seconds, Size,
+    self, AccessLogChoice, Address, ClassicChoice, EnvVar, ExtensionChoice, Fallback, IndexFiles,
+    Proxy, RouteRule, Seconds, Size,
 };
 use super::{Fault, Origins, Section};
 
@@ -113,6 +113,15 @@ pub struct ServeOptions {
     /// files run in a php-fpm pool, routed as nginx would [default: none]
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+    /// Classic mode: the files tried, in order, for a request ending in / (nginx's
+    /// index)
+    #[arg(long, value_name = "NAMES")]
+    pub index: IndexFiles,
+    /// Classic mode: the front controller a request for nothing on disk runs, with
+    /// its query string (the last argument of nginx's try_files), a .php path; off:
+    /// such requests get 404
+    #[arg(long, value_name = "PATH")]
+    pub fallback: Fallback,
     /// With a worker script and --root, a mixed site: the front controller runs in
     /// the workers and the other .php entries in a php-fpm pool, routed as classic
     /// mode routes them; auto when php-fpm is installed, on refuses to start
@@ -257,6 +266,8 @@ impl Default for ServeOptions {
             max_connections: 10_000,
             server_name: "localhost".to_owned(),
             root: None,
+            index: IndexFiles::default(),
+            fallback: Fallback::default(),
             classic: ClassicChoice::Auto,
             classic_workers: None,
             route: Vec::new(),
@@ -386,6 +397,22 @@ impl Section for ServeOptions {
         if let Some(why) = self.env.iter().find_map(EnvVar::fault) {
             return Err(Fault::new("env", why));
         }
+        if let Some(why) = self.index.fault() {
+            return Err(Fault::new("index", why));
+        }
+        if let Some(why) = self.fallback.fault() {
+            return Err(Fault::new("fallback", why));
+        }
+        if self.script.is_some() && self.fallback != Fallback::default() {
+            return Err(Fault::new(
+                "fallback",
+                "is for classic mode: with a worker script, the front controller is the worker \
+                 script (a mixed site's other .php entries run in php-fpm)",
+            ));
+        }
+        if self.root.is_none() && self.index != IndexFiles::default() {
+            return Err(Fault::new("index", "needs a document root ({root})"));
+        }
         self.validate_mixed()
     }
 }
@@ -494,6 +521,15 @@ impl ServeOptions {
             })
             .collect();
         pool
+    }
+
+    /// Classic mode's routing: the index files and the front controller.
+    pub fn classic_options(&self) -> hearth_classic::Options {
+        hearth_classic::Options {
+            index: self.index.0.clone(),
+            fallback: self.fallback.for_router(),
+            ..hearth_classic::Options::default()
+        }
     }
 
     /// The variables `env` passes from Hearth's environment that it does

@@ -657,3 +657,90 @@ fn mixed_site_options_are_refused_naming_the_field_and_the_file() {
         "{err}"
     );
 }
+
+#[test]
+fn classic_routing_options_from_flags_and_the_file() {
+    let o = serve(&[], None).unwrap();
+    let classic = o.classic_options();
+    assert_eq!(classic.index, ["index.php", "index.html"]);
+    assert_eq!(classic.fallback.as_deref(), Some("/index.php"));
+
+    let o = serve(
+        &[
+            "--root",
+            ".",
+            "--index",
+            "home.php,index.htm",
+            "--fallback",
+            "off",
+        ],
+        None,
+    )
+    .unwrap();
+    let classic = o.classic_options();
+    assert_eq!(classic.index, ["home.php", "index.htm"]);
+    assert_eq!(classic.fallback, None);
+
+    let file = "[serve]\nroot = \".\"\nindex = [\"start.php\"]\nfallback = \"/app/front.php\"\n";
+    let classic = serve(&[], Some(file)).unwrap().classic_options();
+    assert_eq!(classic.index, ["start.php"]);
+    assert_eq!(classic.fallback.as_deref(), Some("/app/front.php"));
+    let classic = serve(
+        &[],
+        Some("[serve]\nroot = \".\"\nindex = \"a.php b.html\"\n"),
+    )
+    .unwrap()
+    .classic_options();
+    assert_eq!(classic.index, ["a.php", "b.html"]);
+}
+
+#[test]
+fn a_fallback_or_index_that_cannot_be_is_refused_naming_where_it_came_from() {
+    for bad in [
+        "index.php",
+        "/index.html",
+        "/a/../index.php",
+        "/.php",
+        "//x.php",
+    ] {
+        let e = refused(serve(&["--fallback", bad], None));
+        assert!(e.starts_with("--fallback: "), "{bad}: {e}");
+        assert!(e.contains("must start with / and end in .php"), "{e}");
+    }
+    let e = refused(serve(&[], Some("[serve]\nfallback = \"app.php\"\n")));
+    assert!(
+        e.starts_with("/etc/app/hearth.toml: [serve] fallback: \"app.php\""),
+        "{e}"
+    );
+    let e = refused(serve(&["--index", "a/index.php"], None));
+    assert!(
+        e.starts_with("--index: \"a/index.php\" is not a file name"),
+        "{e}"
+    );
+    let e = refused(serve(&[], Some("[serve]\nindex = [\"..\"]\n")));
+    assert!(
+        e.starts_with("/etc/app/hearth.toml: [serve] index: "),
+        "{e}"
+    );
+    let e = refused(serve(&[], Some("[serve]\nindex = []\n")));
+    assert!(e.contains("index"), "{e}"); // With a worker script the front controller is the script; index
+                                         // files need a document root.
+    let e = refused(serve(
+        &["w.php", "--root", ".", "--fallback", "/app.php"],
+        None,
+    ));
+    assert!(
+        e.starts_with("--fallback: is for classic mode: with a worker script"),
+        "{e}"
+    );
+    let e = refused(serve(
+        &[],
+        Some("[serve]\nscript = \"w.php\"\nfallback = \"off\"\n"),
+    ));
+    assert!(
+        e.starts_with("/etc/app/hearth.toml: [serve] fallback: is for classic mode"),
+        "{e}"
+    );
+    let e = refused(serve(&["w.php", "--index", "home.php"], None));
+    assert_eq!(e, "--index: needs a document root (--root)");
+}

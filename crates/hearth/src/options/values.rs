@@ -230,6 +230,142 @@ impl fmt::Display for Proxy {
     }
 }
 
+/// The index files of classic mode (nginx's `index`): names tried in
+/// order for a request ending in `/`. Written "index.php index.html" (or
+/// with commas); in the file also a TOML array of names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexFiles(pub Vec<String>);
+
+impl Default for IndexFiles {
+    /// nginx's `index index.php index.html;` of Debian's PHP sites.
+    fn default() -> IndexFiles {
+        IndexFiles(vec!["index.php".into(), "index.html".into()])
+    }
+}
+
+impl std::str::FromStr for IndexFiles {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<IndexFiles, String> {
+        let names: Vec<String> = s
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|n| !n.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if names.is_empty() {
+            return Err("no index file named (e.g. \"index.php index.html\")".to_owned());
+        }
+        Ok(IndexFiles(names))
+    }
+}
+
+impl fmt::Display for IndexFiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.join(" "))
+    }
+}
+
+impl IndexFiles {
+    /// Why a name cannot be an index file, if it cannot: a file name in
+    /// the requested directory, so no slash, no dot name, nothing a
+    /// request path could not hold.
+    pub fn fault(&self) -> Option<String> {
+        self.0.iter().find_map(|name| {
+            let bad = name == "."
+                || name == ".."
+                || name.contains('/')
+                || name.chars().any(|c| c.is_control() || c == '?' || c == '#');
+            bad.then(|| format!("{name:?} is not a file name (no slash, ., .., ? or #)"))
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for IndexFiles {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<IndexFiles, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Given {
+            Text(String),
+            List(Vec<String>),
+        }
+        match Given::deserialize(d)? {
+            Given::Text(text) => text.parse().map_err(de::Error::custom),
+            Given::List(names) if names.is_empty() => Err(de::Error::custom("no index file named")),
+            Given::List(names) => Ok(IndexFiles(names)),
+        }
+    }
+}
+
+/// Classic mode's front controller (the last argument of nginx's
+/// `try_files $uri $uri/ /index.php?$query_string;`): the script a
+/// request for nothing on disk runs, or `off` (`=404`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fallback {
+    /// `=404`: a site without a front controller.
+    Off,
+    /// A `.php` path under the document root, such as `/index.php`.
+    Script(String),
+}
+
+impl Default for Fallback {
+    fn default() -> Fallback {
+        Fallback::Script("/index.php".to_owned())
+    }
+}
+
+impl std::str::FromStr for Fallback {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Fallback, String> {
+        match s.trim() {
+            "" => Err("an empty value is not off or a path such as /index.php".to_owned()),
+            "off" => Ok(Fallback::Off),
+            path => Ok(Fallback::Script(path.to_owned())),
+        }
+    }
+}
+
+impl fmt::Display for Fallback {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fallback::Off => f.write_str("off"),
+            Fallback::Script(path) => f.write_str(path),
+        }
+    }
+}
+
+impl Fallback {
+    /// Why the path cannot be a front controller, if it cannot: it must
+    /// be a `.php` path under the root, as a request would name it
+    /// (starting with `/`, no `.` or `..` segment, no `//`).
+    pub fn fault(&self) -> Option<String> {
+        let Fallback::Script(path) = self else {
+            return None;
+        };
+        let normal = path.starts_with('/')
+            && !path.contains("//")
+            && !path
+                .split('/')
+                .any(|segment| segment == "." || segment == "..")
+            && !path.chars().any(|c| c.is_control() || c == '?' || c == '#');
+        if !normal || !path.ends_with(".php") || path.len() <= ".php".len() + 1 {
+            return Some(format!(
+                "{path:?} is not a script path: it must start with / and end in .php \
+                 (such as /index.php), or be off"
+            ));
+        }
+        None
+    }
+
+    /// The router's setting: the path, or none for `off`.
+    pub fn for_router(&self) -> Option<String> {
+        match self {
+            Fallback::Off => None,
+            Fallback::Script(path) => Some(path.clone()),
+        }
+    }
+}
+
 /// Written as text, in the form `FromStr` reads (for the defaults shown
 /// in `--help` and the docs).
 macro_rules! serialize_as_text {
@@ -241,7 +377,14 @@ macro_rules! serialize_as_text {
         }
     )*};
 }
-serialize_as_text!(Seconds, Address, Proxy, ExtensionChoice);
+serialize_as_text!(
+    Seconds,
+    Address,
+    Proxy,
+    ExtensionChoice,
+    IndexFiles,
+    Fallback
+);
 
 /// A size with a unit is written as text ("8M"); one without, as a number
 /// of bytes.
@@ -267,7 +410,7 @@ macro_rules! deserialize_from_text {
         }
     )*};
 }
-deserialize_from_text!(Address, Proxy, ExtensionChoice);
+deserialize_from_text!(Address, Proxy, ExtensionChoice, Fallback);
 
 /// `--access-log` and `access_log`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
