@@ -323,7 +323,7 @@ fn real_dir(dir: &Path) -> Result<PathBuf, Error> {
 /// Whether the regex location `~ [^/]\.php(/|$)` matches: `.php` after a
 /// byte that is not `/`, then `/` or the end. PCRE's `$` also matches just
 /// before a final newline, so `/x.php\n` matches too.
-pub(crate) fn is_php_location(uri: &[u8]) -> bool {
+pub fn is_php_location(uri: &[u8]) -> bool {
     (1..uri.len()).any(|at| {
         uri[at..].starts_with(b".php")
             && uri[at - 1] != b'/'
@@ -377,9 +377,30 @@ fn has_dot_segment(uri: &[u8]) -> bool {
         .any(|segment| segment.first() == Some(&b'.') && segment != b".well-known")
 }
 
-/// Whether a file name ends in `.php` in any case (`x.PHP` is PHP source).
+/// Whether a file name has an extension PHP runs, in any case (`x.PHP`
+/// is PHP source; Debian's Apache config hands `.ph(ar|p|tml)`,
+/// `.php3`-`.php8`, `.phps`, `.pht` to PHP): the same family worker
+/// mode's static files never send.
 fn is_php_name(path: &[u8]) -> bool {
-    path.len() >= 4 && path[path.len() - 4..].eq_ignore_ascii_case(b".php")
+    let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
+    let Some(dot) = name.iter().rposition(|&b| b == b'.') else {
+        return false;
+    };
+    let ext = name[dot + 1..].to_ascii_lowercase();
+    matches!(
+        ext.as_slice(),
+        b"php"
+            | b"phtml"
+            | b"phar"
+            | b"pht"
+            | b"phps"
+            | b"phpt"
+            | b"php3"
+            | b"php4"
+            | b"php5"
+            | b"php7"
+            | b"php8"
+    )
 }
 
 #[cfg(test)]
@@ -409,6 +430,9 @@ mod tests {
             ".user.ini",
             ".htaccess",
             "upper.PHP",
+            "page.phtml",
+            "lib.phar",
+            "old.php5",
             "dir.php/inner.php",
         ] {
             fs::write(root.join(f), "x").expect("write");
@@ -626,6 +650,10 @@ mod tests {
         }
         assert_eq!(route(&r, "/.git/x.php"), Route::Forbidden);
         assert_eq!(route(&r, "/upper.PHP"), Route::Forbidden);
+        // The other extensions PHP runs: their source is never sent.
+        for uri in ["/page.phtml", "/lib.phar", "/old.php5"] {
+            assert_eq!(route(&r, uri), Route::Forbidden, "{uri}");
+        }
         assert_eq!(
             route(&r, "/.well-known/missing"),
             php(&r, "/index.php", "", "")

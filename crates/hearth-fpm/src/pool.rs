@@ -227,6 +227,13 @@ impl Pool {
             pool.kill();
             return Err(err);
         }
+        // With `pm = ondemand` a connection makes the master fork a child:
+        // the ready line is the check there, so that no child starts
+        // before a request does.
+        let on_demand = matches!(config.process_manager, ProcessManager::OnDemand { .. });
+        if on_demand {
+            return Ok(pool);
+        }
         if let Err(err) = tokio::net::UnixStream::connect(&pool.socket).await {
             pool.kill();
             return Err(Error::start(format!(

@@ -575,6 +575,63 @@ async fn dynamic_pool_starts_its_start_servers() {
     stop(pool).await;
 }
 
+/// The processes of the pool's process group other than the master: its
+/// children, from /proc.
+fn children_of(master: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp ...
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let pgrp = stat[close + 2..]
+            .split_whitespace()
+            .nth(2)
+            .and_then(|p| p.parse::<u32>().ok());
+        if pid != master && pgrp == Some(master) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn ondemand_pool_has_no_child_until_a_request_and_none_once_idle() {
+    let site = Site::new();
+    let mut config = config(1);
+    config.process_manager = ProcessManager::OnDemand {
+        max_children: 2,
+        idle_timeout: Duration::from_secs(1),
+    };
+    let pool = Pool::start(&config).await.expect("start");
+    let master = pool.pid();
+    assert_eq!(children_of(master), Vec::<u32>::new(), "no child at start");
+    let mut response = get(&pool, &site, "teapot.php", "").await.expect("request");
+    assert_eq!(
+        (response.status, body(&mut response).await.as_str()),
+        (418, "tea")
+    );
+    assert_eq!(children_of(master).len(), 1, "one child for the request");
+    assert!(
+        until(|| children_of(master).is_empty()).await,
+        "the idle child stopped after process_idle_timeout: {:?}",
+        children_of(master)
+    );
+    let mut again = get(&pool, &site, "teapot.php", "").await.expect("again");
+    assert_eq!(
+        body(&mut again).await,
+        "tea",
+        "a new child serves the next one"
+    );
+    stop(pool).await;
+}
+
 #[tokio::test]
 async fn the_master_exiting_is_noticed_with_its_status_and_last_lines() {
     let pool = Pool::start(&config(1)).await.expect("start");

@@ -142,6 +142,37 @@ pub(crate) async fn respond(
     turn: Keep,
     cx: Context<'_>,
 ) -> Response<ResponseBody> {
+    let (uri, query) = match request_uri(&parts) {
+        Ok(target) => target,
+        Err(status) => return response::error_page(status),
+    };
+    let routed = site.route(uri, &query);
+    answer(site, routed, parts, incoming, turn, cx).await
+}
+
+/// A request routed in a classic site (by [`ClassicSite::route`]).
+#[derive(Debug)]
+pub(crate) struct Routed {
+    /// The router that routed it (the root's real path as it was then).
+    router: Arc<Router>,
+    pub route: Route,
+    /// nginx's `$uri`: the path decoded and normalized.
+    pub uri: Vec<u8>,
+}
+
+impl ClassicSite {
+    /// Routes a request as nginx would (`uri` and `query` from
+    /// [`request_uri`]).
+    pub(crate) fn route(&self, uri: Vec<u8>, query: &[u8]) -> Routed {
+        let router = self.router();
+        let route = router.route(&uri, query);
+        Routed { router, route, uri }
+    }
+}
+
+/// The request's path, decoded and normalized as nginx's `$uri`, and its
+/// query string (`$args`); a path nginx refuses is a 400 (logged here).
+pub(crate) fn request_uri(parts: &Parts) -> Result<(Vec<u8>, Vec<u8>), StatusCode> {
     let (path, query) = match parts.extensions.get::<RawTarget>() {
         Some(RawTarget(raw)) => {
             let end = raw
@@ -155,15 +186,27 @@ pub(crate) async fn respond(
             parts.uri.query().unwrap_or("").as_bytes().to_vec(),
         ),
     };
-    let uri = match normalize_uri(&path) {
-        Ok(uri) => uri,
+    match normalize_uri(&path) {
+        Ok(uri) => Ok((uri, query)),
         Err(why) => {
             tracing::warn!(uri = %parts.uri, "refused a request (400 Bad Request): {why}");
-            return response::error_page(StatusCode::BAD_REQUEST);
+            Err(StatusCode::BAD_REQUEST)
         }
-    };
-    let router = site.router();
-    match router.route(&uri, &query) {
+    }
+}
+
+/// Answers a routed request: from disk, with a redirect or an error page,
+/// or by a php-fpm child.
+pub(crate) async fn answer(
+    site: &ClassicSite,
+    routed: Routed,
+    parts: Parts,
+    incoming: Incoming,
+    turn: Keep,
+    cx: Context<'_>,
+) -> Response<ResponseBody> {
+    let Routed { router, route, uri } = routed;
+    match route {
         Route::Static(real) => {
             let requested = Path::new(OsStr::from_bytes(&uri));
             static_files::respond_file(

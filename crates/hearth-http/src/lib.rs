@@ -22,6 +22,8 @@
 //!   that wires a request to a static file or a worker.
 //! - `h2`: HTTP/2 connections, closed when idle or on shutdown.
 //! - `protocol`: what a new connection speaks (TLS, ALPN, h2c preface).
+//! - `mixed`: mixed sites' requests: to the workers (the front
+//!   controller) or answered as classic mode answers them.
 //! - `classic`: classic mode's requests: routed as nginx would, then a
 //!   static file, a redirect, an error page or a php-fpm child.
 //! - `request`: a request as a worker receives it: body, `$_SERVER` (with
@@ -63,6 +65,7 @@ pub mod fuzzing;
 mod guard;
 mod h2;
 mod metrics;
+mod mixed;
 mod observe;
 mod protocol;
 mod request;
@@ -80,9 +83,10 @@ pub use cgi::{parse_trusted_proxy, Script};
 pub use classic::ClassicSite;
 pub use config::ServeConfig;
 pub use metrics::{Metrics, PoolReport, PoolSnapshot};
+pub use mixed::{Area, MixedSite};
 pub use observe::{Observed, Observer};
 pub use response::{ReaderBody, ResponseBody, StreamError};
-pub use server::{serve, serve_classic};
+pub use server::{serve, serve_classic, serve_mixed};
 pub use tls::{TlsConfig, TlsError};
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use crate::config::ServeConfig;
 use crate::framing::Limits;
 use crate::guard::{self, GuardedIo, Timeouts, Tracked};
 use crate::h2::Http2;
+use crate::mixed::{Decision, MixedSite};
 use crate::observe::{Observed, Record, WorkerPid};
 use crate::protocol::{self, Negotiation, Protocol};
 use crate::response::{self, ResponseBody};
@@ -40,6 +41,9 @@ enum Backend {
     Workers(Pool),
     /// Classic mode: a php-fpm pool running the site's scripts.
     Classic(Arc<ClassicSite>),
+    /// A mixed site: the front controller in the workers, the other
+    /// scripts in a php-fpm pool.
+    Mixed(Pool, Arc<MixedSite>),
 }
 
 #[derive(Debug)]
@@ -78,6 +82,27 @@ pub async fn serve_classic(
 ) -> std::io::Result<()> {
     let children = site.children();
     serve_app(listener, Backend::Classic(site), children, config, shutdown).await
+}
+
+/// Serves a mixed site (see [`MixedSite`]): the front controller's
+/// requests go to `pool`, the other scripts' to the site's php-fpm pool.
+/// Both pools are left running; the caller stops them.
+pub async fn serve_mixed(
+    listener: TcpListener,
+    pool: Pool,
+    site: Arc<MixedSite>,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let workers = pool.config().workers.max(site.site().children());
+    serve_app(
+        listener,
+        Backend::Mixed(pool, site),
+        workers,
+        config,
+        shutdown,
+    )
+    .await
 }
 
 async fn serve_app(
@@ -335,24 +360,37 @@ async fn respond(
     let received = SystemTime::now();
     let (parts, incoming) = req.into_parts();
     let config = &app.config;
-    let pool = match &app.backend {
-        Backend::Workers(pool) => pool,
+    let cx = classic::Context {
+        config,
+        requests: &app.requests,
+        responses: &app.responses,
+        conn: &conn,
+    };
+    let (pool, static_first) = match &app.backend {
+        Backend::Workers(pool) => (pool, true),
         Backend::Classic(site) => {
             let turn = match wait_turn(&turns, site.queue_timeout(), &conn, &app).await {
                 Some(turn) => turn,
                 None => return Ok(unavailable(config)),
             };
-            let cx = classic::Context {
-                config,
-                requests: &app.requests,
-                responses: &app.responses,
-                conn: &conn,
-            };
             return Ok(classic::respond(site, parts, incoming, Box::new(turn), cx).await);
         }
+        Backend::Mixed(pool, mixed) => match mixed.decide(&parts) {
+            Decision::Worker { static_first } => (pool, static_first),
+            Decision::Answer(response) => return Ok(response),
+            Decision::Classic(routed) => {
+                let site = mixed.site();
+                let turn = match wait_turn(&turns, site.queue_timeout(), &conn, &app).await {
+                    Some(turn) => turn,
+                    None => return Ok(unavailable(config)),
+                };
+                let turn = Box::new(turn);
+                return Ok(classic::answer(site, routed, parts, incoming, turn, cx).await);
+            }
+        },
     };
 
-    if pool.config().document_root.is_some() {
+    if static_first && pool.config().document_root.is_some() {
         let paths = pool.paths();
         if let Some(root) = &paths.document_root {
             if let Some(response) = static_files::respond(root, config.compression, &parts).await {

@@ -4,6 +4,7 @@
 //! routed as nginx + Debian's `snippets/fastcgi-php.conf` route them
 //! ([`hearth_http::ClassicSite`]).
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -72,6 +73,27 @@ impl Classic {
     /// The status report, in the shape of worker mode's (`hearth
     /// status`), with php-fpm's children as the workers.
     pub async fn status(&self, state: &ControlState) -> Value {
+        let (pool, workers, running) = self.children().await;
+        let stopping =
+            state.stopping.load(std::sync::atomic::Ordering::Acquire) || self.watch.is_stopping();
+        json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "pid": std::process::id(),
+            "listen": state.listen.to_string(),
+            "mode": "classic",
+            "script": format!("classic mode: {} (php-fpm)", self.site.real_root().display()),
+            "root": self.site.real_root(),
+            "uptime": self.started.elapsed().as_secs_f64(),
+            "stopping": stopping,
+            "php_fpm": if running { "running" } else if stopping { "stopped" } else { "starting again" },
+            "pool": pool,
+            "workers": workers,
+        })
+    }
+
+    /// php-fpm's pool totals and children, in the shape of worker mode's
+    /// `pool` and `workers`, and whether php-fpm is running.
+    pub async fn children(&self) -> (Value, Value, bool) {
         let fpm = self.fpm.read().await;
         let running = fpm.is_some();
         let children = match fpm.as_ref() {
@@ -111,39 +133,26 @@ impl Classic {
             })
             .collect();
         let counts = self.watch.counts();
-        let stopping =
-            state.stopping.load(std::sync::atomic::Ordering::Acquire) || self.watch.is_stopping();
-        json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "pid": std::process::id(),
-            "listen": state.listen.to_string(),
-            "mode": "classic",
-            "script": format!("classic mode: {} (php-fpm)", self.site.real_root().display()),
-            "root": self.site.real_root(),
-            "uptime": self.started.elapsed().as_secs_f64(),
-            "stopping": stopping,
-            "php_fpm": if running { "running" } else if stopping { "stopped" } else { "starting again" },
-            "pool": {
-                "workers": self.site.children(),
-                "min_workers": self.min_children,
-                "max_workers": self.site.children(),
-                "live": children.len(),
-                "busy": busy,
-                "idle": children.len() - busy,
-                "failing": 0,
-                "queue": 0,
-                "started": Value::Null,
-                "restarts": counts.total(),
-                "restarts_by_reason": counts.by_reason(),
-            },
-            "workers": workers,
-        })
+        let pool = json!({
+            "workers": self.site.children(),
+            "min_workers": self.min_children,
+            "max_workers": self.site.children(),
+            "live": children.len(),
+            "busy": busy,
+            "idle": children.len() - busy,
+            "failing": 0,
+            "queue": 0,
+            "started": Value::Null,
+            "restarts": counts.total(),
+            "restarts_by_reason": counts.by_reason(),
+        });
+        (pool, Value::Array(workers), running)
     }
 
     /// Stops php-fpm: its children finish their requests within `grace`,
     /// then are stopped firmly. The supervision ends: php-fpm is not
     /// started again.
-    async fn stop(&self, grace: Duration) {
+    pub async fn stop(&self, grace: Duration) {
         self.watch.stopping();
         let Some(fpm) = self.fpm.write().await.take() else {
             return;
@@ -156,7 +165,7 @@ impl Classic {
 
     /// Kills php-fpm's master and children at once (SIGKILL to its
     /// process group): the second signal.
-    fn kill_now(&self) {
+    pub fn kill_now(&self) {
         if let Some(pid) = rustix::process::Pid::from_raw(self.watch.master() as i32) {
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
@@ -189,6 +198,99 @@ impl hearth_http::PoolReport for Classic {
     }
 }
 
+impl Classic {
+    /// Starts php-fpm with `config` for the site at `root` (absolute, a
+    /// directory), its requests routed with `routing`. The supervision
+    /// ([`Classic::supervise`]) is the caller's to spawn.
+    pub async fn start(
+        options: &ServeOptions,
+        root: &Path,
+        routing: hearth_classic::Options,
+        config: &FpmConfig,
+    ) -> anyhow::Result<Classic> {
+        let (children, min_children) = match config.process_manager {
+            ProcessManager::Static { children } => (children, children),
+            ProcessManager::Dynamic {
+                max_children,
+                start,
+                ..
+            } => (max_children, start),
+            ProcessManager::OnDemand { max_children, .. } => (max_children, 0),
+        };
+        let as_usize = |n: u32| usize::try_from(n).unwrap_or(usize::MAX);
+        let fpm = FpmPool::start(config)
+            .await
+            .context("cannot start php-fpm")?;
+        let timeout = options.request_timeout.nonzero();
+        // php-fpm's request_terminate_timeout ends a script that runs too
+        // long; Hearth's own wait is a second longer, so that the 504 comes
+        // with the child replaced. Without a limit, a day.
+        let wait = timeout.map_or(Duration::from_secs(86_400), |t| {
+            whole_seconds(t) + Duration::from_secs(1)
+        });
+        let limits = fastcgi::Limits {
+            head_timeout: wait,
+            read_timeout: wait,
+            terminate_after: config.request_terminate_timeout,
+            ..fastcgi::Limits::default()
+        };
+        let site = match ClassicSite::new(
+            root,
+            routing,
+            fpm.socket().to_path_buf(),
+            limits,
+            (as_usize(children), options.queue_timeout.0),
+        ) {
+            Ok(site) => Arc::new(site),
+            Err(e) => {
+                let _ = fpm.stop(Duration::from_secs(1)).await;
+                bail!("document root {}: {e}", root.display());
+            }
+        };
+        let master = fpm.pid();
+        Ok(Classic {
+            site,
+            fpm: tokio::sync::RwLock::new(Some(fpm)),
+            config: config.clone(),
+            started: Instant::now(),
+            min_children: as_usize(min_children),
+            reload_wait: whole_seconds(options.stop_timeout.0) + Duration::from_secs(10),
+            limits: supervise::ChildLimits {
+                max_memory: options.max_memory.0,
+                ttl: options
+                    .ttl
+                    .and_then(crate::options::values::Seconds::nonzero),
+            },
+            watch: supervise::Watch::new(master),
+        })
+    }
+
+    /// Why the supervision gave up on php-fpm, if it did (the server
+    /// then stops and exits non-zero).
+    pub fn gave_up(&self) -> Option<String> {
+        self.watch.gave_up()
+    }
+
+    /// The site: its root, router and php-fpm socket.
+    pub fn site(&self) -> &Arc<ClassicSite> {
+        &self.site
+    }
+
+    /// php-fpm's master: its pid and private directory (none while it is
+    /// stopped or being started again).
+    pub async fn master(&self) -> Option<(u32, PathBuf)> {
+        let fpm = self.fpm.read().await;
+        fpm.as_ref().map(|fpm| (fpm.pid(), fpm.dir().to_path_buf()))
+    }
+
+    /// Whether php-fpm starts children only for requests (a mixed site's
+    /// pool): such a pool is not asked for its status page once a second,
+    /// which would keep a child alive for it.
+    fn on_demand(&self) -> bool {
+        matches!(self.config.process_manager, ProcessManager::OnDemand { .. })
+    }
+}
+
 /// Whole seconds, rounded up (php-fpm's durations are whole seconds).
 fn whole_seconds(d: Duration) -> Duration {
     Duration::from_secs(d.as_secs() + u64::from(d.subsec_nanos() > 0))
@@ -217,7 +319,7 @@ fn process_manager(min: usize, max: usize) -> ProcessManager {
 }
 
 /// php-fpm's configuration from `hearth serve`'s options.
-fn fpm_config(options: &ServeOptions) -> anyhow::Result<FpmConfig> {
+pub(crate) fn fpm_config(options: &ServeOptions) -> anyhow::Result<FpmConfig> {
     // The same rules as for workers: as root a user must be named, and
     // `--user root` says so for root itself.
     let user = crate::serve::worker_user(options.user.as_deref())?;
@@ -243,6 +345,7 @@ fn fpm_config(options: &ServeOptions) -> anyhow::Result<FpmConfig> {
         .collect();
     let timeout = options.request_timeout.nonzero().map(whole_seconds);
     Ok(FpmConfig {
+        binary: options.php_fpm.clone(),
         process_manager: process_manager(options.min_workers(), options.workers()),
         max_requests: u32::try_from(options.max_requests).unwrap_or(u32::MAX),
         request_terminate_timeout: timeout,
@@ -304,34 +407,12 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {}", options.listen.0))?;
     let addr = listener.local_addr()?;
     let control = crate::observe::bind_control(&observe, addr)?;
-    let fpm = FpmPool::start(&config)
+    let classic = Classic::start(&options, &root, options.classic_options(), &config)
         .await
-        .context("cannot start php-fpm for classic mode")?;
-    let timeout = options.request_timeout.nonzero();
-    // php-fpm's request_terminate_timeout ends a script that runs too
-    // long; Hearth's own wait is a second longer, so that the 504 comes
-    // with the child replaced. Without a limit, a day.
-    let wait = timeout.map_or(Duration::from_secs(86_400), |t| {
-        whole_seconds(t) + Duration::from_secs(1)
-    });
-    let limits = fastcgi::Limits {
-        head_timeout: wait,
-        read_timeout: wait,
-        terminate_after: config.request_terminate_timeout,
-        ..fastcgi::Limits::default()
-    };
-    let site = match ClassicSite::new(
-        &root,
-        options.classic_options(),
-        fpm.socket().to_path_buf(),
-        limits,
-        (options.workers(), options.queue_timeout.0),
-    ) {
-        Ok(site) => Arc::new(site),
-        Err(e) => {
-            let _ = fpm.stop(Duration::from_secs(1)).await;
-            bail!("document root {}: {e}", given.display());
-        }
+        .context("classic mode")?;
+    let site = classic.site().clone();
+    let Some((master, dir)) = classic.master().await else {
+        bail!("php-fpm stopped at start");
     };
     if let Some(front) = options.fallback.for_router() {
         let script = site.real_root().join(front.trim_start_matches('/'));
@@ -356,26 +437,12 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         match config.process_manager {
             ProcessManager::Dynamic { start, max_children, .. } => format!("{start} to {max_children}"),
             ProcessManager::Static { children } => children.to_string(),
+            ProcessManager::OnDemand { max_children, .. } => format!("up to {max_children}"),
         },
-        fpm.pid(),
-        fpm.dir().display(),
+        master,
+        dir.display(),
     );
-    let master = fpm.pid();
-    let classic = Arc::new(Classic {
-        site: site.clone(),
-        fpm: tokio::sync::RwLock::new(Some(fpm)),
-        config,
-        started: Instant::now(),
-        min_children: options.min_workers().min(options.workers()),
-        reload_wait: whole_seconds(options.stop_timeout.0) + Duration::from_secs(10),
-        limits: supervise::ChildLimits {
-            max_memory: options.max_memory.0,
-            ttl: options
-                .ttl
-                .and_then(crate::options::values::Seconds::nonzero),
-        },
-        watch: supervise::Watch::new(master),
-    });
+    let classic = Arc::new(classic);
     let observing = match crate::observe::start(
         &observe,
         control,
@@ -415,7 +482,7 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     .await;
     classic.stop(options.stop_timeout.0).await;
     drop(observing);
-    if let Some(why) = classic.watch.gave_up() {
+    if let Some(why) = classic.gave_up() {
         tracing::error!("stopped: {why}");
         bail!("{why}");
     }

@@ -229,6 +229,9 @@ pub enum Engine {
     Workers(Pool),
     /// Classic mode: the php-fpm pool and the site.
     Classic(Arc<crate::classic::Classic>),
+    /// A mixed site: the worker pool (the front controller) and the
+    /// php-fpm pool (the other scripts).
+    Mixed(Pool, Arc<crate::classic::Classic>),
 }
 
 /// What the control socket reports on and acts upon.
@@ -271,24 +274,55 @@ async fn connection(stream: UnixStream, state: Arc<ControlState>) {
         }
         (Some("reload"), Engine::Workers(pool)) => {
             tracing::info!("reload asked for over the control socket: reloading the workers");
-            match pool.reload().await {
-                Ok(paths) => {
-                    tracing::info!("reload done: every worker runs {}", paths.script.display());
-                    (
-                        json!({
-                            "ok": true,
-                            "message": format!("reloaded: every worker runs {}", paths.script.display()),
-                            "script": paths.script,
-                        }),
-                        false,
-                    )
-                }
-                Err(e) => {
-                    tracing::error!("reload failed, the old workers keep serving: {e}");
-                    (
-                        json!({"ok": false, "error": format!("reload failed, the old workers keep serving: {e}")}),
-                        false,
-                    )
+            match reload_workers(pool).await {
+                Ok(paths) => (
+                    json!({
+                        "ok": true,
+                        "message": format!("reloaded: every worker runs {}", paths.script.display()),
+                        "script": paths.script,
+                    }),
+                    false,
+                ),
+                Err(e) => (json!({"ok": false, "error": e}), false),
+            }
+        }
+        (Some("status"), Engine::Mixed(pool, classic)) => {
+            let mut report = status(&state, pool);
+            let (fpm, children, _) = classic.children().await;
+            report["mode"] = json!("mixed");
+            report["root"] = json!(classic.site().real_root());
+            report["classic"] = json!({"pool": fpm, "workers": children});
+            (json!({"ok": true, "status": report}), false)
+        }
+        (Some("reload"), Engine::Mixed(pool, classic)) => {
+            tracing::info!(
+                "reload asked for over the control socket: reloading the workers and php-fpm"
+            );
+            // php-fpm (and the root static files come from) only after the
+            // workers: a release whose worker script cannot boot leaves
+            // the whole site on the old one.
+            let workers = reload_workers(pool).await;
+            let fpm = match &workers {
+                Ok(_) => classic.reload().await.map_err(|e| e.to_string()),
+                Err(_) => Err("php-fpm was not reloaded either".to_owned()),
+            };
+            match (workers, fpm) {
+                (Ok(paths), Ok(message)) => (
+                    json!({
+                        "ok": true,
+                        "message": format!(
+                            "reloaded: every worker runs {}; {}",
+                            paths.script.display(),
+                            message.trim_start_matches("reloaded: ")
+                        ),
+                        "script": paths.script,
+                    }),
+                    false,
+                ),
+                (workers, fpm) => {
+                    let errors: Vec<String> =
+                        [workers.err(), fpm.err()].into_iter().flatten().collect();
+                    (json!({"ok": false, "error": errors.join("; ")}), false)
                 }
             }
         }
@@ -316,6 +350,21 @@ async fn connection(stream: UnixStream, state: Arc<ControlState>) {
     // Held open until the process exits: the client reads end of file
     // when the server is gone.
     std::future::pending::<()>().await;
+}
+
+/// Reloads the workers; the error is the message for the client (and
+/// logged).
+async fn reload_workers(pool: &Pool) -> Result<std::sync::Arc<hearth_pool::Paths>, String> {
+    match pool.reload().await {
+        Ok(paths) => {
+            tracing::info!("reload done: every worker runs {}", paths.script.display());
+            Ok(paths)
+        }
+        Err(e) => {
+            tracing::error!("reload failed, the old workers keep serving: {e}");
+            Err(format!("reload failed, the old workers keep serving: {e}"))
+        }
+    }
 }
 
 /// The status report: the pool's totals and each worker.

@@ -180,7 +180,26 @@ fn table(status: &Value) -> String {
     if pool["failing"].as_u64().is_some_and(|n| n > 0) {
         let _ = writeln!(out, "failing to boot: {}", pool["failing"]);
     }
-    let rows: Vec<[String; 7]> = status["workers"]
+    out.push_str(&workers_table(&status["workers"]));
+    // A mixed site: php-fpm's children, which run the other scripts.
+    let classic = &status["classic"];
+    if classic.is_object() {
+        let fpm = &classic["pool"];
+        let _ = writeln!(
+            out,
+            "\nclassic scripts (php-fpm): {} live ({} busy, {} idle), min {}, max {}",
+            fpm["live"], fpm["busy"], fpm["idle"], fpm["min_workers"], fpm["max_workers"],
+        );
+        out.push_str(&workers_table(&classic["workers"]));
+    }
+    out
+}
+
+/// Workers (or php-fpm's children) as rows, after an empty line.
+fn workers_table(workers: &Value) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let rows: Vec<[String; 7]> = workers
         .as_array()
         .into_iter()
         .flatten()

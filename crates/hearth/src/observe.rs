@@ -76,7 +76,7 @@ pub async fn start(
     let stop = Arc::new(Notify::new());
     let stopping = Arc::new(AtomicBool::new(false));
     let pool: Arc<dyn PoolReport> = match &engine {
-        Engine::Workers(pool) => Arc::new(pool.clone()),
+        Engine::Workers(pool) | Engine::Mixed(pool, _) => Arc::new(pool.clone()),
         Engine::Classic(classic) => classic.clone(),
     };
     control.serve(ControlState {

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
@@ -29,6 +30,24 @@ struct Setup {
     watch: Option<Option<PathBuf>>,
     /// Control socket, admin listener, access log.
     observe: crate::observe::ObserveSetup,
+    /// A mixed site's php-fpm half, when it is one.
+    mixed: Option<MixedSetup>,
+}
+
+/// A mixed site's classic half, resolved: what php-fpm runs and how
+/// requests are shared between it and the workers.
+#[derive(Debug)]
+struct MixedSetup {
+    /// The document root, absolute, as given (resolved at each reload).
+    root: PathBuf,
+    /// The front controller's path under the root: the worker script's,
+    /// or `/index.php` for a worker script outside the root.
+    front: String,
+    /// The prefix routes, in the order given.
+    areas: Vec<(String, hearth_http::Area)>,
+    fpm: hearth_fpm::pool::Config,
+    /// For the timeouts php-fpm's requests share with the workers'.
+    options: ServeOptions,
 }
 
 fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
@@ -94,7 +113,12 @@ fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
         _ => None,
     };
     let http = options.serve_config(tls);
+    let mixed = match &pool.document_root {
+        Some(root) => mixed_setup(&options, &real, root)?,
+        None => None,
+    };
     Ok(Setup {
+        mixed,
         observe,
         watch,
         listen: options.listen.0,
@@ -104,6 +128,79 @@ fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
         demo,
         _private_assets: private_assets,
     })
+}
+
+/// How long an idle php-fpm child of a mixed site lives
+/// (`pm.process_idle_timeout`, php-fpm's own default).
+const CLASSIC_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A mixed site's classic half, when the options ask for one (a worker
+/// script, a root, and `--classic` not off) and php-fpm can run; with
+/// `--classic auto` and no php-fpm, none, and a warning.
+fn mixed_setup(
+    options: &ServeOptions,
+    script: &Path,
+    root: &Path,
+) -> anyhow::Result<Option<MixedSetup>> {
+    use crate::options::values::{ClassicChoice, RouteTo};
+    if options.classic == ClassicChoice::Off || options.script.is_none() {
+        return Ok(None);
+    }
+    let mut fpm = crate::classic::fpm_config(options)?;
+    fpm.process_manager = hearth_fpm::pool::ProcessManager::OnDemand {
+        max_children: u32::try_from(options.classic_workers()).unwrap_or(u32::MAX),
+        idle_timeout: CLASSIC_IDLE_TIMEOUT,
+    };
+    if let Err(e) = fpm.find_binary() {
+        if options.classic == ClassicChoice::On {
+            bail!("--classic on: a mixed site needs php-fpm: {e}");
+        }
+        if options.route.iter().any(|r| r.to == RouteTo::Classic) {
+            bail!("--route ...=classic: a classic area needs php-fpm: {e}");
+        }
+        tracing::warn!(
+            "not a mixed site: {e}; every request that is not a static file goes to the \
+             workers (--classic off says so without this warning)"
+        );
+        return Ok(None);
+    }
+    let real_root =
+        std::fs::canonicalize(root).with_context(|| format!("document root {}", root.display()))?;
+    let front = front_controller(script, &real_root);
+    let areas = options
+        .route
+        .iter()
+        .map(|r| {
+            let area = match r.to {
+                RouteTo::Worker => hearth_http::Area::Worker,
+                RouteTo::Classic => hearth_http::Area::Classic,
+            };
+            (r.prefix.clone(), area)
+        })
+        .collect();
+    Ok(Some(MixedSetup {
+        root: root.to_path_buf(),
+        front,
+        areas,
+        fpm,
+        options: options.clone(),
+    }))
+}
+
+/// The front controller of a mixed site: the worker script's path under
+/// the root (`/index.php`) when it is a `.php` file there that the router
+/// could run, else `/index.php` (the classic twin of a worker script kept
+/// outside the root, as in `public/index.php` beside `worker.php`).
+fn front_controller(real_script: &Path, real_root: &Path) -> String {
+    let under = real_script
+        .strip_prefix(real_root)
+        .ok()
+        .and_then(|rel| rel.to_str())
+        .map(|rel| format!("/{rel}"))
+        .filter(|front| {
+            front.ends_with(".php") && !front.split('/').any(|seg| seg.starts_with('.'))
+        });
+    under.unwrap_or_else(|| "/index.php".to_owned())
 }
 
 pub fn run(options: ServeOptions) -> anyhow::Result<()> {
@@ -175,15 +272,28 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
             php.binary.display()
         );
     }
-    let engine = crate::control::Engine::Workers(pool.clone());
+    let classic = match &setup.mixed {
+        Some(mixed) => match start_classic(mixed).await {
+            Ok(classic) => Some(classic),
+            Err(e) => {
+                pool.shutdown().await;
+                return Err(e);
+            }
+        },
+        None => None,
+    };
+    let engine = match &classic {
+        Some(classic) => crate::control::Engine::Mixed(pool.clone(), classic.clone()),
+        None => crate::control::Engine::Workers(pool.clone()),
+    };
     let observing = match crate::observe::start(&setup.observe, control, addr, engine).await {
         Ok(observing) => observing,
         Err(e) => {
-            pool.shutdown().await;
+            stop_both(&pool, classic.as_deref(), &setup).await;
             return Err(e);
         }
     };
-    tokio::spawn(reloader(pool.clone(), setup.watch.clone()));
+    tokio::spawn(reloader(pool.clone(), setup.watch.clone(), classic.clone()));
     tokio::spawn(report_readiness(
         pool.clone(),
         setup.pool.min_workers.min(setup.pool.workers),
@@ -202,10 +312,14 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
 
     let stopping = observing.stopping.clone();
     let (pool_for_signals, observing_stop) = (pool.clone(), observing.stop.clone());
+    if let Some(classic) = &classic {
+        tokio::spawn(classic.clone().supervise(observing.stop.clone()));
+    }
+    let killer = classic.clone();
     let failure = failed_start.clone();
     let shutdown = async move {
         tokio::select! {
-            () = shutdown_signal(pool_for_signals, observing_stop) => {}
+            () = shutdown_signal(pool_for_signals, observing_stop, killer) => {}
             Ok(e) = gave_up => {
                 tracing::error!("stopping: the worker script cannot boot");
                 *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
@@ -213,17 +327,28 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         }
         stopping.store(true, std::sync::atomic::Ordering::Release);
     };
-    hearth_http::serve(
-        listener,
-        pool.clone(),
-        ServeConfig {
-            observer: observing.observer.clone(),
-            ..setup.http
-        },
-        shutdown,
-    )
-    .await?;
-    pool.shutdown().await;
+    let http = ServeConfig {
+        observer: observing.observer.clone(),
+        ..setup.http.clone()
+    };
+    match (&classic, &setup.mixed) {
+        (Some(classic), Some(mixed)) => {
+            let site = hearth_http::MixedSite::new(
+                classic.site().clone(),
+                &mixed.front,
+                mixed.areas.clone(),
+            );
+            hearth_http::serve_mixed(listener, pool.clone(), Arc::new(site), http, shutdown)
+                .await?;
+        }
+        _ => hearth_http::serve(listener, pool.clone(), http, shutdown).await?,
+    }
+    stop_both(&pool, classic.as_deref(), &setup).await;
+    if let Some(why) = classic.as_ref().and_then(|c| c.gave_up()) {
+        drop(observing);
+        tracing::error!("stopped: {why}");
+        bail!("{why}");
+    }
     tracing::info!("stopped");
     // Removes the control socket.
     drop(observing);
@@ -235,6 +360,41 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         Some(e) => Err(e.into()),
         None => Ok(()),
     }
+}
+
+/// Starts a mixed site's php-fpm pool and says so.
+async fn start_classic(mixed: &MixedSetup) -> anyhow::Result<Arc<crate::classic::Classic>> {
+    let routing = hearth_classic::Options {
+        fallback: Some(mixed.front.clone()),
+        ..mixed.options.classic_options()
+    };
+    let classic = crate::classic::Classic::start(&mixed.options, &mixed.root, routing, &mixed.fpm)
+        .await
+        .context("mixed site")?;
+    if let Some((pid, dir)) = classic.master().await {
+        tracing::info!(
+            "mixed site: {} runs in the workers, the other .php scripts of {} in php-fpm \
+             (up to {} on demand; pid {pid}, {})",
+            mixed.front,
+            classic.site().real_root().display(),
+            match classic.site().children() {
+                1 => "1 child".to_owned(),
+                n => format!("{n} children"),
+            },
+            dir.display(),
+        );
+    }
+    Ok(Arc::new(classic))
+}
+
+/// Stops the workers and, for a mixed site, php-fpm, at the same time.
+async fn stop_both(pool: &Pool, classic: Option<&crate::classic::Classic>, setup: &Setup) {
+    let fpm = async {
+        if let (Some(classic), Some(mixed)) = (classic, &setup.mixed) {
+            classic.stop(mixed.options.stop_timeout.0).await;
+        }
+    };
+    tokio::join!(pool.shutdown(), fpm);
 }
 
 /// At start, how many boots in a row may fail in every slot before
@@ -309,15 +469,19 @@ pub(crate) fn worker_user(spec: Option<&str>) -> anyhow::Result<Option<hearth_po
     Ok(Some(user))
 }
 
-/// Reloads the workers on SIGHUP and, with `--watch`, when a PHP file
-/// under the watched directory changes. Triggers that arrive together
+/// Reloads the workers (then a mixed site's php-fpm) on SIGHUP and, with
+/// `--watch`, when a PHP file under the watched directory changes. Triggers that arrive together
 /// (an editor saving several files) make one reload.
 ///
 /// The watched directory is the one the script (or `--watch-dir`) leads
 /// to now: after any reload, also one asked for over the control socket,
 /// the watcher moves to where a switched symlink points. Switching such a
 /// symlink is itself a change that reloads.
-async fn reloader(pool: Pool, watch: Option<Option<PathBuf>>) {
+async fn reloader(
+    pool: Pool,
+    watch: Option<Option<PathBuf>>,
+    classic: Option<Arc<crate::classic::Classic>>,
+) {
     use tokio::signal::unix::{signal, SignalKind};
     let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(8);
     match signal(SignalKind::hangup()) {
@@ -355,12 +519,30 @@ async fn reloader(pool: Pool, watch: Option<Option<PathBuf>>) {
         let Some(why) = why else { break };
         tokio::time::sleep(Duration::from_millis(200)).await;
         while rx.try_recv().is_ok() {}
-        tracing::info!("{why}: reloading the workers");
+        // A mixed site's root and php-fpm follow the workers (a switched
+        // `current` link moves both).
+        let classic = classic.as_ref();
+        if classic.is_some() {
+            tracing::info!("{why}: reloading the workers and php-fpm");
+        } else {
+            tracing::info!("{why}: reloading the workers");
+        }
         match pool.reload().await {
             Ok(paths) => {
-                tracing::info!("reload done: every worker runs {}", paths.script.display())
+                tracing::info!("reload done: every worker runs {}", paths.script.display());
+                if let Some(classic) = classic {
+                    // Logs its outcome itself.
+                    let _ = classic.reload().await;
+                }
             }
-            Err(e) => tracing::error!("reload failed, the old workers keep serving: {e}"),
+            Err(e) => tracing::error!(
+                "reload failed, the old workers keep serving{}: {e}",
+                if classic.is_some() {
+                    " (and php-fpm the old root)"
+                } else {
+                    ""
+                }
+            ),
         }
     }
 }
@@ -485,9 +667,24 @@ pub(crate) fn watch_php_files(
 }
 
 /// Completes on the first SIGTERM or SIGINT. A second one kills the
-/// workers and exits at once.
-pub(crate) async fn shutdown_signal(pool: Pool, stop: std::sync::Arc<tokio::sync::Notify>) {
-    shutdown_signal_then(stop, "the workers", move || pool.kill_all()).await;
+/// workers (and a mixed site's php-fpm) and exits at once.
+pub(crate) async fn shutdown_signal(
+    pool: Pool,
+    stop: std::sync::Arc<tokio::sync::Notify>,
+    classic: Option<Arc<crate::classic::Classic>>,
+) {
+    let what = if classic.is_some() {
+        "the workers and php-fpm"
+    } else {
+        "the workers"
+    };
+    shutdown_signal_then(stop, what, move || {
+        pool.kill_all();
+        if let Some(classic) = classic {
+            classic.kill_now();
+        }
+    })
+    .await;
 }
 
 /// Completes on the first SIGTERM or SIGINT (or `hearth stop`). A second

@@ -32,6 +32,15 @@ pub enum ProcessManager {
         /// `pm.max_spare_servers`.
         max_spare: u32,
     },
+    /// `pm = ondemand`: no child until a request comes, at most
+    /// `max_children`, each stopped after `idle_timeout` without a
+    /// request. A pool that is seldom used costs only its master.
+    OnDemand {
+        /// `pm.max_children`.
+        max_children: u32,
+        /// `pm.process_idle_timeout`, whole seconds (at least 1).
+        idle_timeout: Duration,
+    },
 }
 
 /// One ini setting for the pool's PHP.
@@ -140,6 +149,21 @@ impl Config {
                         "process_manager: dynamic needs 1 <= min_spare ({min_spare}) <= start ({start}) \
                          <= max_spare ({max_spare}) <= max_children ({max_children})"
                     )));
+                }
+            }
+            ProcessManager::OnDemand {
+                max_children,
+                idle_timeout,
+            } => {
+                if max_children == 0 {
+                    return Err(Error::config(
+                        "process_manager: ondemand needs max_children of at least 1",
+                    ));
+                }
+                if idle_timeout.is_zero() || idle_timeout.subsec_nanos() != 0 {
+                    return Err(Error::config(
+                        "process_manager: ondemand's idle_timeout is whole seconds, at least 1",
+                    ));
                 }
             }
             ProcessManager::Static { .. } => {}
@@ -300,6 +324,17 @@ impl Config {
                 line(format!("pm.start_servers = {start}"));
                 line(format!("pm.min_spare_servers = {min_spare}"));
                 line(format!("pm.max_spare_servers = {max_spare}"));
+            }
+            ProcessManager::OnDemand {
+                max_children,
+                idle_timeout,
+            } => {
+                line("pm = ondemand".into());
+                line(format!("pm.max_children = {max_children}"));
+                line(format!(
+                    "pm.process_idle_timeout = {}s",
+                    idle_timeout.as_secs()
+                ));
             }
         }
         line(format!("pm.max_requests = {}", self.max_requests));
@@ -472,6 +507,29 @@ mod tests {
         assert!(config
             .render(Path::new("/d"), true)
             .contains("pm.start_servers = 2\n"));
+    }
+
+    #[test]
+    fn ondemand_needs_a_child_and_a_whole_idle_timeout() {
+        let ondemand = |max_children, idle_timeout| Config {
+            process_manager: ProcessManager::OnDemand {
+                max_children,
+                idle_timeout,
+            },
+            ..with_user()
+        };
+        assert!(ondemand(0, Duration::from_secs(10)).validate(true).is_err());
+        assert!(ondemand(2, Duration::ZERO).validate(true).is_err());
+        assert!(ondemand(2, Duration::from_millis(1500))
+            .validate(true)
+            .is_err());
+        let config = ondemand(3, Duration::from_secs(10));
+        config.validate(true).expect("valid");
+        let conf = config.render(Path::new("/d"), true);
+        assert!(
+            conf.contains("pm = ondemand\npm.max_children = 3\npm.process_idle_timeout = 10s\n"),
+            "{conf}"
+        );
     }
 
     #[test]

@@ -278,6 +278,12 @@ impl Classic {
     /// `/readyz`), then asks each idle one over `--max-memory` or past
     /// `--ttl` to leave (once), logging why and counting it.
     async fn look_at_children(&self) {
+        // A mixed site's on-demand pool: reading the status page would
+        // start a child and keep it alive; its idle children leave by
+        // themselves (`pm.process_idle_timeout`).
+        if self.on_demand() {
+            return;
+        }
         let fpm = self.fpm.read().await;
         let Some(pool) = fpm.as_ref() else { return };
         let children = match pool.children().await {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use clap::{Arg, Args as _, CommandFactory as _};
 use serde_json::Value;
 
-use super::values::{AccessLogChoice, Address, EnvVar, Proxy, Seconds, Size};
+use super::values::{Address, EnvVar, Proxy, RouteRule, Seconds, Size};
 use super::{default_of, is_switch, CommandLine, RunOptions, Section, ServeOptions};
 
 /// Every generated block: the doc it is in, its name, its text.
@@ -97,6 +97,7 @@ fn keys_table<T: Section>() -> String {
         let arg = args.iter().find(|a| a.get_id() == key.as_str());
         let name = match default {
             Value::Object(_) => format!("`[{}.{key}]`", T::NAME),
+            _ if arg.is_some_and(is_table_list) => format!("`[[{}.{key}]]`", T::NAME),
             _ => format!("`{key}`"),
         };
         let mut kind = type_of(arg, default);
@@ -129,8 +130,19 @@ fn key_of<T: Section>(id: &str) -> Option<String> {
     let defaults = serde_json::to_value(T::default()).ok()?;
     match defaults.get(id)? {
         Value::Object(_) => Some(format!("[{}.{id}]", T::NAME)),
+        _ if arguments::<T>()
+            .iter()
+            .any(|a| a.get_id() == id && is_table_list(a)) =>
+        {
+            Some(format!("[[{}.{id}]]", T::NAME))
+        }
         _ => Some(id.to_owned()),
     }
+}
+
+/// Whether `arg` is a list of tables in the file (`[[serve.route]]`).
+fn is_table_list(arg: &Arg) -> bool {
+    arg.get_value_parser().type_id() == TypeId::of::<RouteRule>()
 }
 
 /// What switch `arg` sets its key to: the other value than the default
@@ -196,6 +208,9 @@ fn type_of(arg: Option<&Arg>, default: &Value) -> String {
     let Some(arg) = arg else {
         return "string".to_owned();
     };
+    if is_table_list(arg) {
+        return "array of tables: `prefix` (string), `to` (`\"worker\"`, `\"classic\"`)".to_owned();
+    }
     let parser = arg.get_value_parser().type_id();
     let one = if parser == TypeId::of::<Size>() {
         "size".to_owned()
@@ -209,7 +224,7 @@ fn type_of(arg: Option<&Arg>, default: &Value) -> String {
         "boolean".to_owned()
     } else if parser == TypeId::of::<PathBuf>() {
         "string (a path)".to_owned()
-    } else if parser == TypeId::of::<AccessLogChoice>() {
+    } else if !arg.get_possible_values().is_empty() {
         let values: Vec<String> = arg
             .get_possible_values()
             .iter()

@@ -10,8 +10,8 @@ use hearth_pool::{PoolConfig, WorkerUser};
 use serde::{Deserialize, Serialize};
 
 use super::values::{
-    self, AccessLogChoice, Address, EnvVar, ExtensionChoice, Fallback, IndexFiles, Proxy, Seconds,
-    Size,
+    self, AccessLogChoice, Address, ClassicChoice, EnvVar, ExtensionChoice, Fallback, IndexFiles,
+    Proxy, RouteRule, Seconds, Size,
 };
 use super::{Fault, Origins, Section};
 
@@ -122,6 +122,25 @@ pub struct ServeOptions {
     /// such requests get 404
     #[arg(long, value_name = "PATH")]
     pub fallback: Fallback,
+    /// With a worker script and --root, a mixed site: the front controller runs in
+    /// the workers and the other .php entries in a php-fpm pool, routed as classic
+    /// mode routes them; auto when php-fpm is installed, on refuses to start
+    /// without it, off sends every request that is not a static file to the workers
+    #[arg(long, value_name = "auto/on/off")]
+    pub classic: ClassicChoice,
+    /// Most php-fpm children of a mixed site's pool (pm = ondemand: none until a
+    /// classic script is asked for) [default: --workers]
+    #[arg(long, value_name = "N")]
+    pub classic_workers: Option<usize>,
+    /// A mixed site's requests under PREFIX go to the workers (worker) or are
+    /// routed as classic mode routes them, front controller included (classic);
+    /// the longest prefix wins (repeatable; [[serve.route]] in the file)
+    #[arg(long = "route", value_name = "PREFIX=worker/classic")]
+    pub route: Vec<RouteRule>,
+    /// php-fpm binary for classic mode and mixed sites [default: php-fpm8.2, else
+    /// php-fpm, on PATH or in /usr/sbin]
+    #[arg(long, value_name = "PATH")]
+    pub php_fpm: Option<PathBuf>,
     /// Do not gzip or brotli-compress responses on the fly (precompressed .br/.gz
     /// files are still served)
     #[arg(long = "no-compression", action = clap::ArgAction::Set, num_args = 0, default_missing_value = "false")]
@@ -249,6 +268,10 @@ impl Default for ServeOptions {
             root: None,
             index: IndexFiles::default(),
             fallback: Fallback::default(),
+            classic: ClassicChoice::Auto,
+            classic_workers: None,
+            route: Vec::new(),
+            php_fpm: None,
             compression: true,
             queue_timeout: Seconds::from_secs(30),
             boot_timeout: Seconds::from_secs(60),
@@ -291,6 +314,7 @@ impl Section for ServeOptions {
             ("tls_cert", &mut self.tls_cert),
             ("tls_key", &mut self.tls_key),
             ("root", &mut self.root),
+            ("php_fpm", &mut self.php_fpm),
             ("control_socket", &mut self.control_socket),
             ("access_log_file", &mut self.access_log_file),
         ]
@@ -317,6 +341,9 @@ impl Section for ServeOptions {
         // one given for a name wins).
         if given.on_command_line("env") {
             self.env.splice(0..0, file.env);
+        }
+        if given.on_command_line("route") {
+            self.route.splice(0..0, file.route);
         }
     }
 
@@ -376,6 +403,55 @@ impl Section for ServeOptions {
         if let Some(why) = self.fallback.fault() {
             return Err(Fault::new("fallback", why));
         }
+        if self.script.is_some() && self.fallback != Fallback::default() {
+            return Err(Fault::new(
+                "fallback",
+                "is for classic mode: with a worker script, the front controller is the worker \
+                 script (a mixed site's other .php entries run in php-fpm)",
+            ));
+        }
+        if self.root.is_none() && self.index != IndexFiles::default() {
+            return Err(Fault::new("index", "needs a document root ({root})"));
+        }
+        self.validate_mixed()
+    }
+}
+
+impl ServeOptions {
+    /// The options of mixed sites: meaningful with a worker script and a
+    /// document root only, and prefix routes only in mixed mode.
+    fn validate_mixed(&self) -> Result<(), Fault> {
+        if self.classic_workers == Some(0) {
+            return Err(Fault::new("classic_workers", "must be at least 1"));
+        }
+        if let Some(why) = self.route.iter().find_map(RouteRule::fault) {
+            return Err(Fault::new("route", why));
+        }
+        let mixed = self.script.is_some() && self.root.is_some();
+        if self.classic != ClassicChoice::Auto && !mixed {
+            return Err(Fault::new(
+                "classic",
+                "is for mixed sites: it needs a worker script and {root}",
+            ));
+        }
+        if !self.route.is_empty() && !mixed {
+            return Err(Fault::new(
+                "route",
+                "is for mixed sites: it needs a worker script and {root}",
+            ));
+        }
+        if !self.route.is_empty() && self.classic == ClassicChoice::Off {
+            return Err(Fault::new(
+                "route",
+                "needs mixed mode, which {classic} off turns off",
+            ));
+        }
+        if self.classic_workers.is_some() && !mixed {
+            return Err(Fault::new(
+                "classic_workers",
+                "is for mixed sites: it needs a worker script and {root}",
+            ));
+        }
         Ok(())
     }
 }
@@ -386,6 +462,12 @@ fn cpus() -> usize {
 }
 
 impl ServeOptions {
+    /// Most php-fpm children of a mixed site: `classic_workers`, or as
+    /// many as workers.
+    pub fn classic_workers(&self) -> usize {
+        self.classic_workers.unwrap_or_else(|| self.workers())
+    }
+
     /// Worker processes at most: `workers`, or one per CPU.
     pub fn workers(&self) -> usize {
         self.workers.unwrap_or_else(cpus)

@@ -562,6 +562,103 @@ fn php_extension_is_auto_off_or_a_path_relative_to_the_file() {
 }
 
 #[test]
+fn mixed_site_options_from_the_file_and_flags() {
+    use super::values::{ClassicChoice, RouteRule, RouteTo};
+    let file = "[serve]\nscript = \"app/worker.php\"\nroot = \"public\"\nclassic = \"on\"\n\
+                classic_workers = 3\n\
+                [[serve.route]]\nprefix = \"/api/\"\nto = \"worker\"\n\
+                [[serve.route]]\nprefix = \"/wp-admin/\"\nto = \"classic\"\n";
+    let o = serve(&["--route", "/legacy/=classic"], Some(file)).unwrap();
+    assert_eq!(o.classic, ClassicChoice::On);
+    assert_eq!(o.classic_workers(), 3);
+    let rule = |prefix: &str, to| RouteRule {
+        prefix: prefix.into(),
+        to,
+    };
+    assert_eq!(
+        o.route,
+        [
+            rule("/api/", RouteTo::Worker),
+            rule("/wp-admin/", RouteTo::Classic),
+            rule("/legacy/", RouteTo::Classic),
+        ],
+        "the file's routes, then the flags'"
+    );
+    let o = serve(&["w.php", "--root", "."], None).unwrap();
+    assert_eq!(o.classic, ClassicChoice::Auto);
+    assert_eq!(o.classic_workers(), o.workers(), "as many as workers");
+    let o = serve(&["w.php", "--root", ".", "--classic", "off"], None).unwrap();
+    assert_eq!(o.classic, ClassicChoice::Off);
+}
+
+#[test]
+fn mixed_site_options_are_refused_naming_the_field_and_the_file() {
+    let site = "[serve]\nscript = \"w.php\"\nroot = \"public\"\n";
+    for (text, expected) in [
+        (
+            format!("{site}[[serve.route]]\nprefix = \"api/\"\nto = \"worker\"\n"),
+            "/etc/app/hearth.toml: [serve] route: prefix \"api/\" must start with /",
+        ),
+        (
+            format!("{site}[[serve.route]]\nprefix = \"/a/../b/\"\nto = \"worker\"\n"),
+            "/etc/app/hearth.toml: [serve] route: prefix \"/a/../b/\" must be a normalized path",
+        ),
+        (
+            format!("{site}[[serve.route]]\nprefix = \"/api/\"\nto = \"fpm\"\n"),
+            "/etc/app/hearth.toml: [serve] route[0].to: unknown variant `fpm`",
+        ),
+        (
+            format!("{site}[[serve.route]]\nprefix = \"/api/\"\n"),
+            "/etc/app/hearth.toml: [serve] route[0]: missing field `to`",
+        ),
+        (
+            format!("{site}classic = \"off\"\n[[serve.route]]\nprefix = \"/\"\nto = \"worker\"\n"),
+            "/etc/app/hearth.toml: [serve] route: needs mixed mode, which classic off turns off",
+        ),
+        (
+            format!("{site}classic_workers = 0\n"),
+            "/etc/app/hearth.toml: [serve] classic_workers: must be at least 1",
+        ),
+        (
+            "[serve]\nroot = \"public\"\nclassic = \"on\"\n".to_owned(),
+            "/etc/app/hearth.toml: [serve] classic: is for mixed sites: it needs a worker script and root",
+        ),
+        (
+            "[serve]\nscript = \"w.php\"\n[[serve.route]]\nprefix = \"/\"\nto = \"classic\"\n"
+                .to_owned(),
+            "/etc/app/hearth.toml: [serve] route: is for mixed sites: it needs a worker script and root",
+        ),
+    ] {
+        let err = refused(serve(&[], Some(&text)));
+        assert!(err.starts_with(expected), "{expected}\n in: {err}");
+    }
+    for (args, expected) in [
+        (
+            &["w.php", "--root", ".", "--route", "api=worker"][..],
+            "--route: prefix \"api\" must start with /",
+        ),
+        (
+            &["w.php", "--classic", "on"],
+            "--classic: is for mixed sites: it needs a worker script and --root",
+        ),
+        (
+            &["w.php", "--root", ".", "--classic-workers", "0"],
+            "--classic-workers: must be at least 1",
+        ),
+    ] {
+        assert_eq!(refused(serve(args, None)), expected);
+    }
+    let err = refused(serve(
+        &["w.php", "--root", ".", "--route", "/api/=fpm"],
+        None,
+    ));
+    assert!(
+        err.contains("\"fpm\" in \"/api/=fpm\" is not worker or classic"),
+        "{err}"
+    );
+}
+
+#[test]
 fn classic_routing_options_from_flags_and_the_file() {
     let o = serve(&[], None).unwrap();
     let classic = o.classic_options();
@@ -569,7 +666,14 @@ fn classic_routing_options_from_flags_and_the_file() {
     assert_eq!(classic.fallback.as_deref(), Some("/index.php"));
 
     let o = serve(
-        &["--index", "home.php,index.htm", "--fallback", "off"],
+        &[
+            "--root",
+            ".",
+            "--index",
+            "home.php,index.htm",
+            "--fallback",
+            "off",
+        ],
         None,
     )
     .unwrap();
@@ -577,13 +681,16 @@ fn classic_routing_options_from_flags_and_the_file() {
     assert_eq!(classic.index, ["home.php", "index.htm"]);
     assert_eq!(classic.fallback, None);
 
-    let file = "[serve]\nindex = [\"start.php\"]\nfallback = \"/app/front.php\"\n";
+    let file = "[serve]\nroot = \".\"\nindex = [\"start.php\"]\nfallback = \"/app/front.php\"\n";
     let classic = serve(&[], Some(file)).unwrap().classic_options();
     assert_eq!(classic.index, ["start.php"]);
     assert_eq!(classic.fallback.as_deref(), Some("/app/front.php"));
-    let classic = serve(&[], Some("[serve]\nindex = \"a.php b.html\"\n"))
-        .unwrap()
-        .classic_options();
+    let classic = serve(
+        &[],
+        Some("[serve]\nroot = \".\"\nindex = \"a.php b.html\"\n"),
+    )
+    .unwrap()
+    .classic_options();
     assert_eq!(classic.index, ["a.php", "b.html"]);
 }
 
@@ -616,5 +723,24 @@ fn a_fallback_or_index_that_cannot_be_is_refused_naming_where_it_came_from() {
         "{e}"
     );
     let e = refused(serve(&[], Some("[serve]\nindex = []\n")));
-    assert!(e.contains("index"), "{e}");
+    assert!(e.contains("index"), "{e}"); // With a worker script the front controller is the script; index
+                                         // files need a document root.
+    let e = refused(serve(
+        &["w.php", "--root", ".", "--fallback", "/app.php"],
+        None,
+    ));
+    assert!(
+        e.starts_with("--fallback: is for classic mode: with a worker script"),
+        "{e}"
+    );
+    let e = refused(serve(
+        &[],
+        Some("[serve]\nscript = \"w.php\"\nfallback = \"off\"\n"),
+    ));
+    assert!(
+        e.starts_with("/etc/app/hearth.toml: [serve] fallback: is for classic mode"),
+        "{e}"
+    );
+    let e = refused(serve(&["w.php", "--index", "home.php"], None));
+    assert_eq!(e, "--index: needs a document root (--root)");
 }

@@ -422,6 +422,88 @@ pub enum AccessLogChoice {
     Json,
 }
 
+/// `--classic` and `classic`: whether a site with a worker script and a
+/// document root runs its other `.php` entries in a php-fpm pool (mixed
+/// mode).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClassicChoice {
+    /// Mixed mode when php-fpm is installed; else as `off`, with a warning.
+    #[default]
+    Auto,
+    /// Mixed mode; Hearth does not start without php-fpm.
+    On,
+    /// Every request that is not a static file goes to the worker.
+    Off,
+}
+
+/// Where a prefix route sends its requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RouteTo {
+    /// Every request under the prefix that is not a static file goes to
+    /// the worker.
+    Worker,
+    /// Requests under the prefix are routed as classic mode routes them,
+    /// the front controller run in php-fpm too.
+    Classic,
+}
+
+/// A prefix route of a mixed site: `--route /api/=worker`, or in the file
+/// `[[serve.route]]` with `prefix = "/api/"` and `to = "worker"`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteRule {
+    /// The start of the request paths (decoded and normalized, as nginx's
+    /// `$uri`) this route takes; it starts with `/`.
+    pub prefix: String,
+    pub to: RouteTo,
+}
+
+impl RouteRule {
+    /// Why this route cannot be used, if it cannot.
+    pub fn fault(&self) -> Option<String> {
+        if !self.prefix.starts_with('/') {
+            return Some(format!("prefix {:?} must start with /", self.prefix));
+        }
+        if self.prefix.bytes().any(|b| b.is_ascii_control()) {
+            return Some(format!(
+                "prefix {:?} holds a control character",
+                self.prefix
+            ));
+        }
+        let normal = !self.prefix.contains("//")
+            && !self.prefix.split('/').any(|seg| seg == "." || seg == "..");
+        if !normal {
+            return Some(format!(
+                "prefix {:?} must be a normalized path (no //, . or .. segments): requests are \
+                 matched after their path is normalized",
+                self.prefix
+            ));
+        }
+        None
+    }
+}
+
+impl std::str::FromStr for RouteRule {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<RouteRule, String> {
+        let Some((prefix, to)) = s.rsplit_once('=') else {
+            return Err(format!("{s:?} is not PREFIX=worker or PREFIX=classic"));
+        };
+        let to = match to.trim() {
+            "worker" => RouteTo::Worker,
+            "classic" => RouteTo::Classic,
+            other => return Err(format!("{other:?} in {s:?} is not worker or classic")),
+        };
+        Ok(RouteRule {
+            prefix: prefix.to_owned(),
+            to,
+        })
+    }
+}
+
 /// A php.ini setting from the command line, `NAME=VALUE` (`-d`, as PHP's
 /// own flag takes it).
 pub fn parse_ini(s: &str) -> Result<(String, String), String> {
