@@ -4,12 +4,22 @@
  * Loads the Hearth library without Composer:
  *
  *     require '/path/to/hearth/php/autoload.php';
+ *
+ * Hearth\Symfony\ (the runtime for symfony/runtime) is loaded only where
+ * Symfony's Runtime component can be: without it those classes do not
+ * exist (class_exists() says false) rather than fail to load.
  */
 
 declare(strict_types=1);
 
 spl_autoload_register(static function (string $class): void {
     if (strncmp($class, 'Hearth\\', 7) !== 0) {
+        return;
+    }
+    if (
+        strncmp($class, 'Hearth\\Symfony\\', 15) === 0
+        && !class_exists('Symfony\\Component\\Runtime\\SymfonyRuntime')
+    ) {
         return;
     }
     $file = __DIR__ . '/src/' . str_replace('\\', '/', substr($class, 7)) . '.php';

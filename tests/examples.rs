@@ -4,7 +4,8 @@
 //! headers an app sets, cookies and body. The only difference allowed is
 //! the one each example shows on purpose: a count of the requests its
 //! process has served, which grows under Hearth and is always 1 under
-//! php-fpm.
+//! php-fpm. The Symfony example, which has one front controller for both,
+//! is tests/symfony.rs.
 
 #[path = "support/reference.rs"]
 mod reference;
@@ -224,27 +225,5 @@ fn the_slim_example_behaves_as_under_php_fpm() {
     assert_eq!(
         count(&warm[2], "served_by_this_process"),
         count(&warm[1], "served_by_this_process") + 1
-    );
-}
-
-#[test]
-fn the_symfony_example_behaves_as_under_php_fpm() {
-    let requests = [
-        ("home", Req::new("GET", "/")),
-        ("hello", Req::new("GET", "/hello/ann")),
-        ("hello in the session", Req::new("GET", "/hello/ann")),
-        ("missing page", Req::new("GET", "/nowhere")),
-    ];
-    let server = hearth(example("symfony/worker.php"));
-    let warm = browse(server.addr, &requests);
-    let fpm = Reference::start(&example("symfony/public"), "index.php");
-    let cold = browse(fpm.addr, &requests);
-    compare(&requests, &warm, &cold, Some("handled_by_this_kernel"));
-
-    assert_eq!(warm[2].json()["visits_in_session"], 2);
-    assert_eq!(cold[2].json()["handled_by_this_kernel"], 1);
-    assert_eq!(
-        count(&warm[2], "handled_by_this_kernel"),
-        count(&warm[1], "handled_by_this_kernel") + 1
     );
 }

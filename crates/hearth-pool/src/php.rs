@@ -459,6 +459,13 @@ pub(crate) fn worker_command(
     }
     cmd.arg(&paths.script);
     environment(&mut cmd, config);
+    // The worker script in $_SERVER['SCRIPT_FILENAME'] while it boots, as
+    // PHP's CLI and php-fpm give it: front controllers that include
+    // themselves through it (Symfony Runtime's autoload_runtime.php) run
+    // as worker scripts. Not a CGI request for php-cgi, which takes the
+    // script from its argument; the PHP library removes it from the
+    // environment once the worker is ready (each request has its own).
+    cmd.env("SCRIPT_FILENAME", &paths.script);
     match &config.user {
         Some(user) => become_user(&mut cmd, user, &paths.cwd),
         None => {

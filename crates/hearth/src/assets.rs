@@ -38,6 +38,8 @@ const FILES: &[(&str, &str)] = &[
     php_file!("php/src/Internal/Runtime.php"),
     php_file!("php/src/Internal/TaskRunnerProcess.php"),
     php_file!("php/src/Internal/Uploads.php"),
+    php_file!("php/src/Symfony/KernelRunner.php"),
+    php_file!("php/src/Symfony/Runtime.php"),
     ("demo/worker.php", include_str!("../assets/demo-worker.php")),
 ];
 

@@ -1,17 +1,9 @@
 <?php
 
-/**
- * The same app under nginx + php-fpm: one request per boot.
- */
+use App\Kernel;
 
-declare(strict_types=1);
+require_once dirname(__DIR__) . '/vendor/autoload_runtime.php';
 
-use Symfony\Component\HttpFoundation\Request;
-
-require __DIR__ . '/../bootstrap.php';
-
-$kernel = new App\Kernel($_SERVER['APP_ENV'] ?? 'prod', (bool) ($_SERVER['APP_DEBUG'] ?? false));
-$request = Request::createFromGlobals();
-$response = $kernel->handle($request);
-$response->send();
-$kernel->terminate($request, $response);
+return function (array $context) {
+    return new Kernel($context['APP_ENV'], (bool) $context['APP_DEBUG']);
+};

@@ -76,14 +76,16 @@ final class Channel
     }
 
     /**
-     * Removes the variables Hearth set for the library: the app has no use
-     * for them.
+     * Removes the variables Hearth set for the library, and the
+     * SCRIPT_FILENAME it set for the worker script's boot (each request has
+     * its own): the app has no use for them.
      */
     public static function hideEnvironment(): void
     {
         foreach (self::ENVIRONMENT as $name) {
             putenv($name);
         }
+        putenv('SCRIPT_FILENAME');
     }
 
     /**
