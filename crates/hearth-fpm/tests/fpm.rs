@@ -39,6 +39,10 @@ impl Site {
                 'query' => $_GET]);"#,
         );
         site.script(
+            "values.php",
+            r#"<?php echo json_encode(['env' => getenv('ODD'), 'ini' => ini_get('user_agent')]);"#,
+        );
+        site.script(
             "md5.php",
             r#"<?php $in = file_get_contents('php://input'); echo md5($in), ' ', strlen($in);"#,
         );
@@ -785,5 +789,28 @@ async fn a_retired_child_finishes_its_request_and_is_replaced() {
     );
     let mut response = get(&pool, &site, "env.php", "").await.expect("served on");
     assert!(body(&mut response).await.contains("env.php"));
+    stop(pool).await;
+}
+
+/// Values php-fpm.conf cannot hold unquoted (a class name's backslashes,
+/// `;`, quotes, `$`, `=`) reach PHP as given, in the environment and in
+/// php.ini settings.
+#[tokio::test]
+async fn env_and_ini_values_reach_php_as_given() {
+    let site = Site::new();
+    let odd = r#"Hearth\Symfony\Runtime; a=b "q" 'q' ${HOME} $x \\"#;
+    let mut config = config(1);
+    config.env.push(("ODD".into(), odd.into()));
+    config.ini.push(IniSetting {
+        name: "user_agent".into(),
+        value: odd.into(),
+        admin: false,
+    });
+    let pool = Pool::start(&config).await.expect("start");
+    let mut response = get(&pool, &site, "values.php", "").await.expect("request");
+    let text = body(&mut response).await;
+    let value: serde_json::Value = serde_json::from_str(&text).expect(&text);
+    assert_eq!(value["env"], odd);
+    assert_eq!(value["ini"], odd);
     stop(pool).await;
 }

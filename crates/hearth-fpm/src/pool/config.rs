@@ -351,7 +351,7 @@ impl Config {
         // Only .php files run, as Debian's default (CVE-2019-11043 family).
         line("security.limit_extensions = .php".into());
         for (name, value) in &self.env {
-            line(format!("env[{name}] = {value}"));
+            line(format!("env[{name}] = {}", quoted(value)));
         }
         for setting in &self.ini {
             let directive = if setting.admin {
@@ -359,7 +359,11 @@ impl Config {
             } else {
                 "php_value"
             };
-            line(format!("{directive}[{}] = {}", setting.name, setting.value));
+            line(format!(
+                "{directive}[{}] = {}",
+                setting.name,
+                ini_value(&setting.value)
+            ));
         }
         out
     }
@@ -387,19 +391,48 @@ fn check_name(field: &str, name: &str, allowed: impl Fn(u8) -> bool) -> Result<(
     Ok(())
 }
 
-/// A value is written unquoted into php-fpm.conf, so nothing in it may end
-/// the line, start a comment, quote, or expand (`${VAR}` is expanded by
-/// php-fpm's ini parser).
+/// A value goes on one line of php-fpm.conf: a control character (a line
+/// break) cannot be written there in any form.
 fn check_value(field: &str, name: &str, value: &str) -> Result<(), Error> {
-    if let Some(bad) = value
-        .chars()
-        .find(|c| c.is_control() || matches!(c, ';' | '"' | '\'' | '$' | '=' | '\\'))
-    {
+    if let Some(bad) = value.chars().find(|c| c.is_control()) {
         return Err(Error::config(format!(
-            "{field}: the value of {name} holds {bad:?}, which php-fpm.conf cannot take unquoted"
+            "{field}: the value of {name} holds {bad:?}, which php-fpm.conf cannot hold"
         )));
     }
     Ok(())
+}
+
+/// An ini value as `-d` gives it to PHP: unquoted, so that constants and
+/// expressions (`E_ALL & ~E_NOTICE`) mean what they mean in php.ini,
+/// unless it holds what would end it, start a comment or expand there;
+/// then quoted.
+fn ini_value(value: &str) -> std::borrow::Cow<'_, str> {
+    let plain = !value.is_empty()
+        && value.trim() == value
+        && !value
+            .chars()
+            .any(|c| matches!(c, ';' | '"' | '\'' | '$' | '=' | '\\' | '#' | '{' | '}'));
+    if plain {
+        value.into()
+    } else {
+        quoted(value).into()
+    }
+}
+
+/// A string in double quotes, as PHP's ini scanner (php-fpm.conf's)
+/// reads it back: `\\`, `\"` and `\$` stand for themselves (a `${VAR}`
+/// left as written would be expanded), everything else is literal.
+fn quoted(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        if matches!(c, '\\' | '"' | '$') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
 }
 
 #[cfg(test)]
@@ -414,14 +447,8 @@ mod tests {
     }
 
     #[test]
-    fn newlines_and_comment_injection_in_ini_are_refused() {
-        for value in [
-            "1\nphp_admin_value[open_basedir] = /",
-            "1 ; x",
-            "\"x",
-            "${HOME}",
-            "a=b",
-        ] {
+    fn newlines_in_values_are_refused() {
+        for value in ["1\nphp_admin_value[open_basedir] = /", "1\r", "a\0b"] {
             let mut config = with_user();
             config.ini.push(IniSetting {
                 name: "memory_limit".into(),
@@ -452,9 +479,41 @@ mod tests {
         config.validate(true).expect("valid");
         let conf = config.render(Path::new("/run/x"), true);
         assert!(conf.contains("php_admin_value[error_reporting] = E_ALL & ~E_NOTICE\n"));
-        assert!(conf.contains("env[APP_ENV] = prod\n"));
+        assert!(conf.contains("env[APP_ENV] = \"prod\"\n"));
         assert!(conf.contains("listen = /run/x/php-fpm.sock\n"));
         assert!(conf.contains("user = www-data\n"));
+    }
+
+    #[test]
+    fn values_that_would_end_comment_or_expand_are_quoted() {
+        let mut config = with_user();
+        for value in [
+            "1 ; x",
+            "\"x",
+            "${HOME}",
+            "a=b",
+            "Hearth\\Symfony\\Runtime",
+            "",
+        ] {
+            config.ini.push(IniSetting {
+                name: "user_agent".into(),
+                value: value.into(),
+                admin: false,
+            });
+            config.env.push(("APP".into(), value.into()));
+        }
+        config.validate(true).expect("valid");
+        let conf = config.render(Path::new("/run/x"), true);
+        for line in [
+            "php_value[user_agent] = \"1 ; x\"\n",
+            "php_value[user_agent] = \"\\\"x\"\n",
+            "php_value[user_agent] = \"\\${HOME}\"\n",
+            "php_value[user_agent] = \"a=b\"\n",
+            "env[APP] = \"Hearth\\\\Symfony\\\\Runtime\"\n",
+            "env[APP] = \"\"\n",
+        ] {
+            assert!(conf.contains(line), "{line:?} not in:\n{conf}");
+        }
     }
 
     #[test]
