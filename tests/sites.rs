@@ -23,10 +23,11 @@ use support::{CookieJar, Req, Response, Server};
 
 /// Headers that describe the transport, not the site (as in
 /// tests/classic.rs, which also leaves out Vary for static files; the
-/// sites' answers here are PHP's, and their Vary is compared). Hearth
-/// frames a PHP response itself: one that php-fpm streams goes out
-/// chunked, where nginx passes on the script's Content-Length; the
-/// bodies are compared byte for byte.
+/// sites' answers here are PHP's, and their Vary is compared). How a
+/// body is framed is each server's: nginx sends a PHP body chunked
+/// unless the script gave its length, Hearth also gives the length of a
+/// body that php-fpm sent whole. The bodies are compared byte for byte,
+/// and a script's own Content-Length is checked where one is sent.
 const TRANSPORT_HEADERS: &[&str] = &[
     "date",
     "server",
@@ -560,10 +561,18 @@ mod dokuwiki {
             uploads[side.index].clone()
         });
         assert!(f.text().contains("playground:logo.png"), "uploaded");
-        let (f, _) = step(&mut pair, m, "GET the uploaded image", |_| {
+        let (f, h) = step(&mut pair, m, "GET the uploaded image", |_| {
             Req::new("GET", "/lib/exe/fetch.php?media=playground:logo.png")
         });
         assert_eq!(f.body, logo, "the image as uploaded");
+        assert_eq!(
+            (f.header("content-length"), h.header("content-length")),
+            (
+                Some(logo.len().to_string().as_str()),
+                Some(logo.len().to_string().as_str())
+            ),
+            "fetch.php gives the image's length: both pass it on"
+        );
 
         // The indexer, which every page calls through an image, then a
         // search that finds the edit.
