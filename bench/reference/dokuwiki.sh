@@ -13,7 +13,8 @@
 #               `hearth serve --root DIR/root` or nginx + php-fpm
 #   DIR/conf/   the configuration: a copy of /etc/dokuwiki, with its own
 #               local.php, users.auth.php and acl.auth.php
-#   DIR/data/   pages, media, cache, locks, index: a new, small wiki
+#   DIR/data/   pages, media, cache, locks, index, PHP's sessions: a new,
+#               small wiki
 #
 # conf/ and data/ sit outside the document root, as /etc/dokuwiki and
 # /var/lib/dokuwiki do in Debian's layout, so neither server can send the
@@ -106,6 +107,14 @@ cat >"$dir/conf/local.php" <<PHP
 \$conf['updatecheck'] = 0;
 \$conf['dnslookups'] = 0;
 PHP
+# Debian's preload.php includes conf/preload.php, the administrator's
+# hook: PHP's sessions (one per anonymous visitor) are kept in the copy,
+# not in /var/lib/php/sessions.
+cat >"$dir/conf/preload.php" <<PHP
+<?php
+// Written by bench/reference/dokuwiki.sh.
+session_save_path('$dir/data/sessions');
+PHP
 hash=$(DOKUWIKI_PASSWORD=$password php -r 'echo password_hash(getenv("DOKUWIKI_PASSWORD"), PASSWORD_BCRYPT);') ||
     die "php -r password_hash failed (apt-get install php-cli)"
 cat >"$dir/conf/users.auth.php" <<USERS
@@ -130,7 +139,7 @@ ACL
 
 # --- data/: a new wiki ---
 for d in attic cache index locks log log/deprecated log/error log/debug media media_attic \
-    media_meta meta pages pages/wiki pages/playground tmp; do
+    media_meta meta pages pages/wiki pages/playground sessions tmp; do
     mkdir -p "$dir/data/$d"
 done
 cat >"$dir/data/pages/start.txt" <<'PAGE'
