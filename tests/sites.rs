@@ -149,7 +149,8 @@ impl Pair {
 /// a value one side is known to have made (its session id, its tokens),
 /// or a time in the window the test ran in; nothing else is touched.
 struct Masks {
-    /// The test's start and (once known) end, in Unix seconds.
+    /// When the test started, in Unix seconds: the window of masked
+    /// times runs from there to the moment of each comparison.
     start: u64,
     /// Per side: (value, what it stands for), replaced in headers and body.
     exact: Vec<(String, String)>,
@@ -171,10 +172,11 @@ impl Masks {
     }
 
     /// `text` with every known value and every time of the test's window
-    /// replaced by its label: Unix times (as in `&1717171717`), HTTP dates,
-    /// and dates as a site formats them (`time_formats`), each for every
-    /// second since the start, and also a day later (an Expires header
-    /// for a day's caching).
+    /// replaced by its label: Unix times (as in `&1717171717`), HTTP dates
+    /// and their md5 (an ETag made of a Last-Modified, as DokuWiki makes
+    /// it), and dates as a site formats them (`time_formats`), each for
+    /// every second since the start, and also a day later (an Expires
+    /// header for a day's caching).
     fn apply(&self, text: &str, time_formats: &[fn(u64) -> String]) -> String {
         let mut text = text.to_owned();
         for (value, label) in &self.exact {
@@ -184,6 +186,7 @@ impl Masks {
         for offset in [0, 86_400] {
             for t in self.start.saturating_sub(1) + offset..=end + offset {
                 let http = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(t));
+                text = text.replace(&format!("{:x}", md5::compute(&http)), "MD5-OF-HTTP-DATE");
                 text = text.replace(&http, "HTTP-DATE");
                 for format in time_formats {
                     text = text.replace(&format(t), "SITE-DATE");
@@ -279,8 +282,14 @@ fn first_difference(a: &str, b: &str) -> Option<String> {
             .find(|((_, c), d)| c != d)
             .map_or(x.len().min(y.len()), |((i, _), _)| i);
         let around = |s: &str| -> String {
-            let from = s.floor_char_boundary(at.saturating_sub(80));
-            let to = s.ceil_char_boundary((at + 120).min(s.len()));
+            let mut from = at.saturating_sub(80).min(s.len());
+            while !s.is_char_boundary(from) {
+                from -= 1;
+            }
+            let mut to = (at + 120).min(s.len());
+            while !s.is_char_boundary(to) {
+                to += 1;
+            }
             format!(
                 "{}{}{}",
                 if from > 0 { "…" } else { "" },
