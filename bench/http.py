@@ -1,19 +1,25 @@
 #!/usr/bin/env python3
 """HTTP benchmark: Hearth against the reference nginx + php-fpm stack.
 
-For each app, starts three contenders on free 127.0.0.1 ports:
+For each worker app, starts three contenders on free 127.0.0.1 ports:
 `hearth serve WORKER --workers N` (its workers load the Hearth PHP
 extension), the same with `--php-extension off` (the PHP library's pure-PHP
 request startup, what a user without the extension gets), and nginx +
 php-fpm (bench/reference/nginx-fpm.sh, pm = static, pm.max_children = N).
-Checks that all answer the measured URL with status 200 and the same body,
-then drives them with wrk in interleaved rounds (hearth, hearth (no ext),
-php-fpm, hearth, ...) and reports medians of req/s, latency, and the CPU
-time per request of the front (Hearth itself, or nginx) and of the PHP
-workers (php-cgi, or php-fpm), read from /proc around every round.
+For each classic app (an unmodified multi-script site such as Debian's
+DokuWiki), two: `hearth serve --root SITE --workers N` (classic mode, its
+own php-fpm pool of N children) and nginx + php-fpm with NGINX_SITE=classic,
+each on a fresh copy of the site made by the app's setup script in
+bench/reference/. Checks that all answer the measured URL with status 200
+and the same body, then drives them with wrk in interleaved rounds
+(hearth, hearth (no ext), php-fpm, hearth, ...) and reports medians of
+req/s, latency, the CPU time per request of the front (Hearth itself, or
+nginx) and of the PHP processes (php-cgi, or php-fpm), read from /proc
+around every round, and their resident memory after every round.
 
     python3 bench/http.py                      # the full comparison
     python3 bench/http.py --rounds 2 --duration 4 --apps slim
+    python3 bench/http.py --apps dokuwiki      # classic mode only
     python3 bench/http.py --no-fallback        # Hearth with the extension vs php-fpm only
 
 Writes bench/results/http-<date>.md and bench/results/http-latest.md.
@@ -36,6 +42,7 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import http.client  # noqa: E402
 import platform  # noqa: E402
+import re  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
@@ -45,6 +52,7 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Callable  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 
@@ -63,6 +71,9 @@ FPM = "php-fpm"
 CONTENDERS = (HEARTH, HEARTH_NO_EXT, FPM)
 """In the order of every round of interleaving."""
 SERVER_LABELS = {HEARTH: "Hearth", HEARTH_NO_EXT: "Hearth (no ext)", FPM: "nginx + php-fpm"}
+CLASSIC_CONTENDERS = (HEARTH, FPM)
+"""A classic app's: classic mode runs php-fpm, which has no Hearth
+extension to turn off."""
 NO_EXT_ARGS = ("--php-extension", "off")
 """What makes `hearth serve` run its workers without the Hearth extension."""
 
@@ -84,15 +95,37 @@ class Check:
 @dataclass(frozen=True)
 class App:
     name: str
-    worker: Path
-    """Hearth's worker script."""
-    docroot: Path
-    script: str
-    """php-fpm's front controller under docroot."""
     path: str
     """The measured URL path."""
+    worker: Path | None = None
+    """Hearth's worker script (a worker app)."""
+    docroot: Path | None = None
+    """php-fpm's document root (a worker app; a classic app's is its copy)."""
+    script: str = "index.php"
+    """php-fpm's front controller under the document root."""
     checks: tuple[Check, ...] = ()
     """Extra requests that must behave the same on both servers."""
+    site_setup: Path | None = None
+    """A classic app's setup script: `SCRIPT DIR` makes a fresh copy of
+    the site in DIR and prints its document root on its last line. Each
+    server gets a copy of its own; Hearth serves it in classic mode
+    (`hearth serve --root`), nginx + php-fpm with NGINX_SITE=classic."""
+    normalize: Callable[[bytes], bytes] = lambda body: body
+    """What is masked in a body before two servers' bodies are compared
+    (a time the page shows, say)."""
+
+    @property
+    def classic(self) -> bool:
+        return self.site_setup is not None
+
+    def contenders(self, args: argparse.Namespace) -> tuple[str, ...]:
+        return tuple(c for c in args.contenders if not self.classic or c in CLASSIC_CONTENDERS)
+
+
+def dokuwiki_body(body: bytes) -> bytes:
+    """Every DokuWiki page embeds its indexer as an image whose URL ends
+    with the time of the request (`taskrunner.php?id=start&amp;TIME`)."""
+    return re.sub(rb"(taskrunner\.php\?id=[^&\"]*&amp;)\d+", rb"\1TIME", body)
 
 
 APPS = {
@@ -112,6 +145,20 @@ APPS = {
         checks=(
             Check("/hello/bench", 200, same_body=True),
             Check("/no/such/page", 404, same_body=True),
+        ),
+    ),
+    # Classic apps: an unmodified site, a setup script, a URL. Another site
+    # takes the same few lines, e.g. once bench/reference/wordpress.sh
+    # exists: "wordpress": App(name="wordpress", path="/",
+    # site_setup=BENCH / "reference" / "wordpress.sh", normalize=...).
+    "dokuwiki": App(
+        name="dokuwiki",
+        path="/doku.php?id=start",
+        site_setup=BENCH / "reference" / "dokuwiki.sh",
+        normalize=dokuwiki_body,
+        checks=(
+            Check("/doku.php?id=wiki:welcome", 200, same_body=True),
+            Check("/lib/tpl/dokuwiki/images/logo.png", 200, same_body=True),
         ),
     ),
 }
@@ -145,6 +192,16 @@ class Round:
     workers_cpu_s: float = 0.0
     """CPU time the PHP workers spent during the round: Hearth's php-cgi
     workers, or php-fpm's pool."""
+    front_rss_kib: int = 0
+    """Resident memory of the front at the end of the round: Hearth's
+    process, or nginx's master and workers."""
+    workers_rss_kib: int = 0
+    """Resident memory of the PHP processes at the end of the round, summed:
+    Hearth's php-cgi workers (or, in classic mode, its php-fpm master and
+    children), or php-fpm's master and children."""
+    workers_anon_kib: int = 0
+    """The anonymous part of workers_rss_kib (RssAnon): heaps and stacks,
+    without the mapped files and shared memory."""
 
     @property
     def rps(self) -> float:
@@ -323,6 +380,32 @@ def cpu_seconds(before: CpuSample, after: CpuSample, group: str) -> float:
     return sum(ticks - was.get(key, 0) for key, ticks in after[group].items()) / CLOCK_TICKS
 
 
+def rss_kib(pids: list[int], field: str = "VmRSS") -> int:
+    """A memory field of /proc/PID/status summed over these processes, in
+    KiB. In VmRSS, pages shared between them (PHP's code, OPcache's shared
+    memory) count once per process, as `ps` counts them; RssAnon is each
+    one's own heap and stacks."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith(f"{field}:"):
+                        total += int(line.split()[1])
+                        break
+        except (OSError, ValueError):
+            continue  # exited meanwhile
+    return total
+
+
+def rss_sample(server: HearthServer | FpmServer) -> tuple[int, int, int]:
+    """The front's RSS, the PHP processes' RSS and their anonymous RSS, in
+    KiB, as cpu_groups splits the processes."""
+    front, workers = server.cpu_groups(proc_table())
+    php = [p.pid for p in workers]
+    return rss_kib([p.pid for p in front]), rss_kib(php), rss_kib(php, "RssAnon")
+
+
 def hearth_extension(pids: list[int]) -> str | None:
     """The Hearth extension a PHP worker has mapped, from /proc/PID/maps:
     proof of which runtime a Hearth contender measures."""
@@ -346,9 +429,11 @@ class HearthServer:
     does not reach it and its php-cgi workers are found for cleanup."""
 
     def __init__(self, binary: Path, app: App, port: int, workers: int, state: Path,
-                 extra_args: tuple[str, ...] = ()):
+                 extra_args: tuple[str, ...] = (), site_root: Path | None = None):
         self.binary = binary
         self.extra_args = extra_args
+        self.site_root = site_root
+        """A classic app's copy: served with `--root` (classic mode)."""
         self.app = app
         self.port = port
         self.workers = workers
@@ -357,7 +442,8 @@ class HearthServer:
 
     def start(self, env: dict[str, str]) -> None:
         cmd = [
-            str(self.binary), "--log-level", "warn", "serve", str(self.app.worker),
+            str(self.binary), "--log-level", "warn", "serve",
+            *(["--root", str(self.site_root)] if self.site_root else [str(self.app.worker)]),
             "--listen", f"127.0.0.1:{self.port}", "--workers", str(self.workers),
             *self.extra_args,
         ]
@@ -380,7 +466,8 @@ class HearthServer:
 
     def cpu_groups(self, table: dict[int, ProcStat]) -> tuple[list[ProcStat], list[ProcStat]]:
         """The front (Hearth's process, all its threads) and the PHP workers
-        (the processes it started: php-cgi)."""
+        (the processes it started: php-cgi, or in classic mode php-fpm's
+        master and children)."""
         if self.proc is None or self.proc.pid not in table:
             return [], []
         return [table[self.proc.pid]], descendants(table, self.proc.pid)
@@ -413,8 +500,12 @@ class HearthServer:
 class FpmServer:
     """nginx + php-fpm through bench/reference/nginx-fpm.sh."""
 
-    def __init__(self, app: App, port: int, workers: int, state: Path):
+    def __init__(self, app: App, port: int, workers: int, state: Path, docroot: Path,
+                 env: dict[str, str] | None = None):
         self.app = app
+        self.docroot = docroot
+        self.env = env or {}
+        """For nginx-fpm.sh: NGINX_SITE=classic for a classic app."""
         self.port = port
         self.workers = workers
         self.state = state / "nginx-fpm"
@@ -423,9 +514,10 @@ class FpmServer:
     def start(self) -> None:
         self.started = True  # from here on, stop() has pid files to look for
         result = subprocess.run(
-            [str(NGINX_FPM), "start", str(self.state), str(self.app.docroot), self.app.script,
+            [str(NGINX_FPM), "start", str(self.state), str(self.docroot), self.app.script,
              str(self.port), str(self.workers)],
             stdin=subprocess.DEVNULL, capture_output=True, text=True, start_new_session=True,
+            env={**os.environ, **self.env},
         )
         if result.returncode != 0:
             raise BenchError(f"nginx-fpm.sh start failed:\n{result.stdout}{result.stderr}"
@@ -521,10 +613,15 @@ def verify(app: App, ports: dict[str, int]) -> list[str]:
         for server, (status, _, _) in answers.items():
             if status != check.status:
                 problems.append(f"{app.name}: GET {check.path} on {server}: status {status}, expected {check.status}")
-        bodies = {server: body for server, (_, _, body) in answers.items()}
+        # A page that links to itself names the server's own address.
+        bodies = {server: app.normalize(body).replace(f"127.0.0.1:{ports[server]}".encode(), b"127.0.0.1:PORT")
+                  for server, (_, _, body) in answers.items()}
         if check.same_body and len(set(bodies.values())) > 1:
-            shown = ", ".join(f"{s}: {b[:120]!r} ({len(b)} bytes)" for s, b in bodies.items())
-            problems.append(f"{app.name}: GET {check.path}: the bodies differ: {shown}")
+            first, *others = bodies.values()
+            at = next((i for i, pair in enumerate(zip(first, others[0])) if pair[0] != pair[1]),
+                      min(len(first), len(others[0])))
+            shown = ", ".join(f"{s}: {b[max(0, at - 60):at + 60]!r} ({len(b)} bytes)" for s, b in bodies.items())
+            problems.append(f"{app.name}: GET {check.path}: the bodies differ from byte {at}: {shown}")
         types = {server: headers.get("content-type", "") for server, (_, headers, _) in answers.items()}
         if len(set(types.values())) > 1:
             print(f"  note: GET {check.path}: Content-Type differs: {types}", file=sys.stderr)
@@ -538,25 +635,52 @@ def verify(app: App, ports: dict[str, int]) -> list[str]:
 # ----------------------------------------------------------------- running
 
 
+def site_copy(app: App, directory: Path) -> Path:
+    """A fresh copy of a classic app's site, made by its setup script in
+    directory; its document root."""
+    try:
+        result = subprocess.run([str(app.site_setup), str(directory)], stdin=subprocess.DEVNULL,
+                                capture_output=True, text=True, start_new_session=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{app.site_setup.relative_to(ROOT)} {directory} did not finish within 300s") from None
+    lines = result.stdout.strip().splitlines()
+    if result.returncode != 0 or not lines:
+        raise BenchError(f"{app.site_setup.relative_to(ROOT)} {directory} failed (exit {result.returncode}):\n"
+                         f"{result.stdout}{result.stderr}")
+    return Path(lines[-1])
+
+
 def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
               state_root: Path) -> AppResult:
-    print(f"\n== {app.name}: hearth {app.worker.relative_to(ROOT)} vs php-fpm "
-          f"{(app.docroot / app.script).relative_to(ROOT)}, GET {app.path}")
+    contenders = app.contenders(args)
     state = Path(tempfile.mkdtemp(prefix=f"{app.name}-", dir=state_root))
-    ports = dict(zip(args.contenders, free_ports(len(args.contenders))))
+    # A classic app's site, one fresh copy per server (each writes its own
+    # sessions, caches and pages); a worker app's files, shared.
+    roots: dict[str, Path | None] = {}
+    if app.classic:
+        print(f"\n== {app.name}: hearth serve --root (classic mode) vs nginx + php-fpm, each on a copy "
+              f"made by {app.site_setup.relative_to(ROOT)}, GET {app.path}")
+        for server in contenders:
+            roots[server] = site_copy(app, state / f"site-{server.replace(' ', '-')}")
+    else:
+        print(f"\n== {app.name}: hearth {app.worker.relative_to(ROOT)} vs php-fpm "
+              f"{(app.docroot / app.script).relative_to(ROOT)}, GET {app.path}")
+    ports = dict(zip(contenders, free_ports(len(contenders))))
     servers: dict[str, HearthServer | FpmServer] = {}
     for server, port in ports.items():
         if server == FPM:
-            servers[server] = FpmServer(app, port, args.workers, state)
+            servers[server] = FpmServer(app, port, args.workers, state, roots.get(server) or app.docroot,
+                                        env={"NGINX_SITE": "classic"} if app.classic else None)
         else:
             # Each Hearth its own state directory, for its own hearth.log.
             own = state / ("hearth-no-ext" if server == HEARTH_NO_EXT else "hearth")
             own.mkdir()
             servers[server] = HearthServer(args.hearth, app, port, args.workers, own,
-                                           extra_args=NO_EXT_ARGS if server == HEARTH_NO_EXT else ())
+                                           extra_args=NO_EXT_ARGS if server == HEARTH_NO_EXT else (),
+                                           site_root=roots.get(server))
     result = AppResult(app)
     try:
-        for server in args.contenders:
+        for server in contenders:
             if isinstance(servers[server], HearthServer):
                 servers[server].start(hearth_env)
             else:
@@ -565,7 +689,8 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
         problems = verify(app, ports)
         if problems:
             raise VerificationFailed(problems)
-        check_extensions(servers, result)
+        if not app.classic:
+            check_extensions(servers, result)
 
         def one(server: str, index: int, duration: int) -> Round:
             if not servers[server].alive():
@@ -576,21 +701,23 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
             after = cpu_sample(servers[server])
             r.front_cpu_s = cpu_seconds(before, after, "front")
             r.workers_cpu_s = cpu_seconds(before, after, "workers")
+            r.front_rss_kib, r.workers_rss_kib, r.workers_anon_kib = rss_sample(servers[server])
             label = "warm-up" if index == 0 else f"round {index}/{args.rounds}"
             print(f"  {label:<12} {server:<15} {r.rps:>8.0f} req/s  p50 {r.p50_us / 1000:6.2f} ms"
                   f"  p99 {r.p99_us / 1000:6.2f} ms  failed {r.failed}"
-                  f"  CPU µs/req: front {r.front_us_per_req:5.1f}, workers {r.workers_us_per_req:5.1f}",
+                  f"  CPU µs/req: front {r.front_us_per_req:5.1f}, workers {r.workers_us_per_req:5.1f}"
+                  f"  RSS MiB: front {r.front_rss_kib / 1024:5.1f}, PHP {r.workers_rss_kib / 1024:6.1f}",
                   flush=True)
             return r
 
-        for server in args.contenders:
+        for server in contenders:
             result.warmups.append(one(server, 0, args.warmup))
         for index in range(1, args.rounds + 1):
-            for server in args.contenders:
+            for server in contenders:
                 result.rounds.append(one(server, index, args.duration))
         return result
     finally:
-        for server in reversed(args.contenders):
+        for server in reversed(contenders):
             if server in servers:
                 servers[server].stop()
 
@@ -669,10 +796,20 @@ def fmt_us(us: float) -> str:
     return f"{us:.1f}"
 
 
+def fmt_mib(kib: float) -> str:
+    return f"{kib / 1024:.1f}"
+
+
+def label(server: str, app: App) -> str:
+    return "Hearth (classic mode)" if app.classic and server == HEARTH else SERVER_LABELS[server]
+
+
 def summary_table(results: list[AppResult]) -> str:
     lines = [
-        "| app | URL | server | req/s | p50 (ms) | p99 (ms) | failed requests | front CPU µs/req | workers CPU µs/req |",
-        "|-----|-----|--------|------:|---------:|---------:|----------------:|-----------------:|-------------------:|",
+        "| app | URL | server | req/s | p50 (ms) | p99 (ms) | failed requests | front CPU µs/req | workers CPU µs/req "
+        "| front RSS (MiB) | PHP RSS (MiB) | PHP anon (MiB) |",
+        "|-----|-----|--------|------:|---------:|---------:|----------------:|-----------------:|-------------------:"
+        "|----------------:|--------------:|---------------:|",
     ]
     for res in results:
         med = {}
@@ -686,30 +823,37 @@ def summary_table(results: list[AppResult]) -> str:
                 p99=statistics.median(r.p99_us for r in rounds),
                 front=statistics.median(r.front_us_per_req for r in rounds),
                 workers=statistics.median(r.workers_us_per_req for r in rounds),
+                front_rss=statistics.median(r.front_rss_kib for r in rounds),
+                workers_rss=statistics.median(r.workers_rss_kib for r in rounds),
+                workers_anon=statistics.median(r.workers_anon_kib for r in rounds),
             )
             m = med[server]
             failed = sum(r.failed for r in rounds)
-            lines.append(f"| {res.app.name} | `{res.app.path}` | {SERVER_LABELS[server]} | {m['rps']:.0f} "
+            lines.append(f"| {res.app.name} | `{res.app.path}` | {label(server, res.app)} | {m['rps']:.0f} "
                          f"| {fmt_ms(m['p50'])} | {fmt_ms(m['p99'])} | {failed} "
-                         f"| {fmt_us(m['front'])} | {fmt_us(m['workers'])} |")
+                         f"| {fmt_us(m['front'])} | {fmt_us(m['workers'])} "
+                         f"| {fmt_mib(m['front_rss'])} | {fmt_mib(m['workers_rss'])} | {fmt_mib(m['workers_anon'])} |")
         h, f = med[HEARTH], med[FPM]
         lines.append(f"| {res.app.name} | `{res.app.path}` | **Hearth / php-fpm** | **{fmt_ratio(h['rps'], f['rps'])}** "
-                     f"| {fmt_ratio(h['p50'], f['p50'])} | {fmt_ratio(h['p99'], f['p99'])} | | | |")
+                     f"| {fmt_ratio(h['p50'], f['p50'])} | {fmt_ratio(h['p99'], f['p99'])} | "
+                     f"| {fmt_ratio(h['front'], f['front'])} | {fmt_ratio(h['workers'], f['workers'])} "
+                     f"| {fmt_ratio(h['front_rss'], f['front_rss'])} | {fmt_ratio(h['workers_rss'], f['workers_rss'])} "
+                     f"| {fmt_ratio(h['workers_anon'], f['workers_anon'])} |")
         if HEARTH_NO_EXT in med:
             n = med[HEARTH_NO_EXT]
             lines.append(f"| {res.app.name} | `{res.app.path}` | **Hearth / Hearth (no ext)** "
                          f"| **{fmt_ratio(h['rps'], n['rps'])}** | | | | "
-                         f"| **{fmt_ratio(h['workers'], n['workers'])}** |")
+                         f"| **{fmt_ratio(h['workers'], n['workers'])}** | | | |")
     return "\n".join(lines)
 
 
 def raw_table(results: list[AppResult]) -> str:
     lines = [
         "| app | round | server | req/s | p50 (ms) | p99 (ms) | mean (ms) | max (ms) "
-        "| front CPU µs/req | workers CPU µs/req | requests "
+        "| front CPU µs/req | workers CPU µs/req | front RSS (MiB) | PHP RSS (MiB) | PHP anon (MiB) | requests "
         "| seconds | bytes/req | connect/read/write/timeout errors | status ≥ 400 |",
         "|-----|------:|--------|------:|---------:|---------:|----------:|---------:"
-        "|-----------------:|-------------------:|---------:"
+        "|-----------------:|-------------------:|----------------:|--------------:|---------------:|---------:"
         "|--------:|----------:|:---:|-------------:|",
     ]
     for res in results:
@@ -719,6 +863,7 @@ def raw_table(results: list[AppResult]) -> str:
                 f"| {res.app.name} | {'warm-up' if r.index == 0 else r.index} | {r.server} | {r.rps:.0f} "
                 f"| {fmt_ms(r.p50_us)} | {fmt_ms(r.p99_us)} | {fmt_ms(r.mean_us)} | {fmt_ms(r.max_us)} "
                 f"| {fmt_us(r.front_us_per_req)} | {fmt_us(r.workers_us_per_req)} "
+                f"| {fmt_mib(r.front_rss_kib)} | {fmt_mib(r.workers_rss_kib)} | {fmt_mib(r.workers_anon_kib)} "
                 f"| {r.requests} | {r.duration_s:.2f} | {per:.0f} "
                 f"| {r.errors_connect}/{r.errors_read}/{r.errors_write}/{r.errors_timeout} | {r.errors_status} |")
     return "\n".join(lines)
@@ -744,6 +889,14 @@ def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[
         contenders.append(f"hearth (no ext): `hearth serve {' '.join(NO_EXT_ARGS)}`, the PHP library's "
                           "pure-PHP fallback, what runs where the extension is not installed")
     contenders.append("php-fpm: nginx + php-fpm, Debian's defaults")
+    classic = [res.app for res in results if res.app.classic]
+    if classic:
+        contenders.append("for the classic apps (" + ", ".join(a.name for a in classic) + "), hearth is "
+                          f"`hearth serve --root SITE --workers {args.workers}` (classic mode: its own php-fpm "
+                          f"pool, `pm = static`, {args.workers} children, Debian's fpm php.ini) and php-fpm is "
+                          "nginx-fpm.sh with `NGINX_SITE=classic` (Debian's snippets/fastcgi-php.conf), each on "
+                          "a fresh copy of the site made by "
+                          + ", ".join(f"`{a.site_setup.relative_to(ROOT)}`" for a in classic))
     header = [
         "# HTTP benchmark: Hearth vs nginx + php-fpm",
         "",
@@ -772,6 +925,15 @@ def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[
         "and pool. wrk's own CPU is in neither. req/s says how fast each server answers on this "
         "machine, where wrk, the front and the workers compete for the same cores; CPU µs/req says "
         "what each request costs the machine.\n\n"
+        "RSS (MiB): resident memory (VmRSS from /proc/PID/status) at the end of each round, summed over "
+        "the group's processes, median over the rounds. Front: the hearth process, or nginx's master and "
+        "workers. PHP: Hearth's php-cgi workers, or in classic mode the php-fpm master and children Hearth "
+        "started; php-fpm's master and children behind nginx. Pages shared between processes (PHP's code, "
+        "OPcache's shared memory) count once per process, as `ps` shows them. PHP anon: the part of PHP RSS "
+        "that is the processes' own heaps and stacks (RssAnon), without mapped files and shared memory: a "
+        "php-fpm master that daemonized (nginx-fpm.sh's) no longer maps the php-fpm binary's pages its "
+        "start touched, one in the foreground (Hearth's) does, which counts in RSS but costs no memory the "
+        "page cache does not already hold.\n\n"
         + summary_table(results)
         + "\n\n## Every round\n\n"
         + raw_table(results)
@@ -790,7 +952,7 @@ def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--apps", default="hello,slim", help="comma-separated apps: %s (default: %%(default)s)"
+    p.add_argument("--apps", default="hello,slim,dokuwiki", help="comma-separated apps: %s (default: %%(default)s)"
                    % ", ".join(APPS))
     p.add_argument("--rounds", type=int, default=5, help="measured rounds per server (default: %(default)s)")
     p.add_argument("--duration", type=int, default=10, help="seconds per round (default: %(default)s)")

@@ -919,3 +919,92 @@ fn watch_reloads_php_fpm_when_a_script_changes() {
     let r = Req::new("GET", "/admin.php").send(server.addr);
     assert_eq!(r.text(), "marker: edited\n");
 }
+
+/// A script's own Content-Length is passed on, as nginx passes it on: a
+/// download keeps its size. Past it, the body is cut to it; short of it,
+/// the response is cut short: the connection is closed (nginx closes it
+/// after the bytes that came; Hearth may send fewer of them).
+#[test]
+fn a_scripts_content_length_is_passed_on_as_nginx_passes_it() {
+    let dir = support::reachable_tempdir();
+    let write = |name: &str, text: &str| {
+        std::fs::write(dir.path().join(name), text).expect("test setup");
+    };
+    write("index.php", "<?php echo \"index\\n\";\n");
+    // These send "hello" before "world": ob_flush() and flush() pass
+    // PHP's output buffer (output_buffering = 4096 in Debian's php.ini)
+    // to php-fpm, which sends it on before the script goes on.
+    let streamed = |length: u32| {
+        format!(
+            "<?php header('Content-Length: {length}'); echo 'hello'; ob_flush(); flush(); \
+             usleep(100000); echo 'world';\n"
+        )
+    };
+    write("streamed.php", &streamed(10));
+    write("long.php", &streamed(4));
+    write("short.php", &streamed(100));
+    let whole =
+        |length: u32| format!("<?php header('Content-Length: {length}'); echo 'helloworld';\n");
+    write("whole.php", &whole(10));
+    write("whole-long.php", &whole(4));
+    write("whole-short.php", &whole(100));
+    let fpm = Reference::start_with(dir.path(), "index.php", &[("NGINX_SITE", "classic")]);
+    let hearth = hearth(dir.path(), &[]);
+    for (path, length, body) in [
+        ("/streamed.php", "10", "helloworld"),
+        ("/whole.php", "10", "helloworld"),
+        ("/long.php", "4", "hell"),
+        ("/whole-long.php", "4", "hell"),
+    ] {
+        for (who, addr) in [("nginx + php-fpm", fpm.addr), ("hearth", hearth.addr)] {
+            // Twice on one connection: the connection stays usable.
+            let mut conn = support::Connection::open(addr);
+            for _ in 0..2 {
+                let r = conn.get(path, "");
+                assert_eq!(
+                    (r.status, r.header("content-length"), r.text().as_str()),
+                    (200, Some(length), body),
+                    "{who} {path}: {:?}",
+                    r.headers
+                );
+                assert_eq!(r.header("transfer-encoding"), None, "{who} {path}");
+            }
+        }
+    }
+    // Short of its length: the head says 100, fewer bytes come, and the
+    // connection is closed.
+    let cut = |who: &str, addr, path: &str| -> (String, String) {
+        use std::io::{Read as _, Write as _};
+        let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        stream
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
+            .expect("send");
+        let mut all = Vec::new();
+        stream
+            .read_to_end(&mut all)
+            .unwrap_or_else(|e| panic!("{who} {path}: the connection was not closed: {e}"));
+        let all = String::from_utf8_lossy(&all).into_owned();
+        let (head, body) = all.split_once("\r\n\r\n").expect("a head");
+        (head.to_ascii_lowercase(), body.to_owned())
+    };
+    for path in ["/short.php", "/whole-short.php"] {
+        for (who, addr) in [("nginx + php-fpm", fpm.addr), ("hearth", hearth.addr)] {
+            let (head, body) = cut(who, addr, path);
+            assert!(
+                head.contains("\r\ncontent-length: 100\r\n"),
+                "{who} {path}: {head}"
+            );
+            assert!(
+                body.len() < 100 && "helloworld".starts_with(&body),
+                "{who} {path}: {body:?}"
+            );
+        }
+    }
+    hearth.wait_for_log(
+        "the script sent 10 of the 100 bytes its Content-Length announced",
+        Duration::from_secs(10),
+    );
+}

@@ -321,6 +321,7 @@ async fn php(
     };
     log_stderr(&mut answer, &script);
 
+    let declared = declared_length(&answer.headers);
     let head = ResponseHead {
         status: answer.status,
         headers: std::mem::take(&mut answer.headers)
@@ -332,6 +333,11 @@ async fn php(
     let mut response = Response::new(ResponseBody::empty());
     let status = response::apply_head(head, &parts.method, &mut response, 0);
     *response.status_mut() = status;
+    let no_body = parts.method == http::Method::HEAD
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let declared = declared.filter(|_| !no_body);
 
     // A whole response in the records that brought its head is answered
     // as a worker's whole response is (and may be compressed); anything
@@ -340,12 +346,19 @@ async fn php(
         Ok(first) => first,
         Err(e) => return failure(&e, &script, &parts, cx.config),
     };
-    if answer.is_complete() {
+    // (One short of the script's Content-Length is spooled: it ends as a
+    // response cut short.)
+    let first_len = first.as_ref().map_or(0, |b| b.len() as u64);
+    if answer.is_complete() && declared.is_none_or(|n| n <= first_len) {
         log_stderr(&mut answer, &script);
         drop((answer, held, turn));
-        if let Some(first) = first {
-            *response.body_mut() = ResponseBody::full(first);
+        let mut first = first.unwrap_or_default();
+        // Cut to the script's length, as nginx cuts it.
+        if let Some(n) = declared.filter(|&n| n < first_len) {
+            warn_longer(&script, n);
+            first.truncate(n as usize);
         }
+        *response.body_mut() = ResponseBody::full(first);
         if cx.config.compression {
             return compress::php_response(response, &parts.method, &parts.headers).await;
         }
@@ -355,9 +368,16 @@ async fn php(
         http::Version::HTTP_2 => sendbuf::CHUNK_HTTP2,
         _ => sendbuf::CHUNK_HTTP1,
     };
-    let (writer, reader) = sendbuf::spool(cx.responses.clone(), None, chunk);
+    let (writer, reader) = sendbuf::spool(cx.responses.clone(), declared, chunk);
     let keep: Keep = Box::new((held, turn));
-    tokio::spawn(pump(answer, first, writer, keep, deadline, script));
+    tokio::spawn(pump(
+        answer,
+        first,
+        writer,
+        keep,
+        (deadline, declared),
+        script,
+    ));
     *response.body_mut() = ResponseBody::Spooled(reader);
     if cx.config.compression {
         return compress::fastcgi_response(response, &parts.method, &parts.headers).await;
@@ -365,43 +385,115 @@ async fn php(
     response
 }
 
+/// The length the script gave its body (one `Content-Length` holding a
+/// number), which nginx passes on to the client; None for none, several,
+/// or one that is not a number (then the body is sent chunked).
+fn declared_length(headers: &[(String, Vec<u8>)]) -> Option<u64> {
+    let mut lengths = headers
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case("content-length"));
+    let (_, value) = lengths.next()?;
+    if lengths.next().is_some() {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.trim().parse().ok()
+}
+
+fn warn_shorter(script: &str, sent: u64, length: u64) {
+    tracing::warn!(
+        script,
+        "the script sent {sent} of the {length} bytes its Content-Length announced"
+    );
+}
+
+fn warn_longer(script: &str, length: u64) {
+    tracing::warn!(
+        script,
+        "the script sent more than its Content-Length ({length} bytes): the rest is dropped, \
+         as nginx drops it"
+    );
+}
+
 /// Reads the rest of php-fpm's response into its spool, at php-fpm's
 /// pace. A client that went away ends the exchange (php-fpm sees its
-/// connection closed, as behind nginx).
+/// connection closed, as behind nginx). With the script's own length
+/// (`declared`), the body is cut to it, and a body that falls short of
+/// it ends in an error: the client's connection is closed, as nginx
+/// closes it.
 async fn pump(
     mut answer: fastcgi::Response,
     first: Option<Bytes>,
-    mut writer: sendbuf::Writer,
+    writer: sendbuf::Writer,
     keep: Keep,
-    deadline: Option<Instant>,
+    (deadline, declared): (Option<Instant>, Option<u64>),
     script: String,
 ) {
+    // None once the client has the whole body the script announced: the
+    // rest of php-fpm's answer is read and dropped, so that its child is
+    // free before this connection's next request.
+    let mut writer = Some(writer);
     let mut next = first;
+    let mut sent: u64 = 0;
+    let mut warned = false;
     loop {
-        if let Some(data) = next.take() {
-            match writer.push(data, deadline).await {
-                Ok(()) => {}
-                Err(PushError::Gone) => break,
-                Err(PushError::TimedOut) => {
-                    tracing::warn!(
-                        script,
-                        "response cut: its client took nothing while the response filled \
-                         memory and disk until the request timeout"
-                    );
-                    writer.finish(Err("the client took too long".into()));
-                    break;
+        match (next.take(), writer.as_mut()) {
+            (Some(mut data), Some(w)) => {
+                let room = declared.map(|n| n - sent);
+                let full = room.is_some_and(|room| data.len() as u64 >= room);
+                if let Some(room) = room.filter(|&room| data.len() as u64 > room) {
+                    warn_longer(&script, declared.unwrap_or_default());
+                    warned = true;
+                    data.truncate(room as usize);
+                }
+                sent += data.len() as u64;
+                match w.push(data, deadline).await {
+                    Ok(()) => {}
+                    Err(PushError::Gone) => break,
+                    Err(PushError::TimedOut) => {
+                        tracing::warn!(
+                            script,
+                            "response cut: its client took nothing while the response filled \
+                             memory and disk until the request timeout"
+                        );
+                        if let Some(w) = writer.take() {
+                            w.finish(Err("the client took too long".into()));
+                        }
+                        break;
+                    }
+                }
+                if full {
+                    if let Some(w) = writer.take() {
+                        w.finish(Ok(()));
+                    }
                 }
             }
+            (Some(data), None) if !data.is_empty() && !warned => {
+                warn_longer(&script, declared.unwrap_or_default());
+                warned = true;
+            }
+            _ => {}
         }
         match answer.chunk().await {
             Ok(Some(data)) => next = Some(data),
             Ok(None) => {
-                writer.finish(Ok(()));
+                if let Some(w) = writer.take() {
+                    match declared {
+                        Some(n) if sent < n => {
+                            warn_shorter(&script, sent, n);
+                            // The client's connection is closed, as nginx
+                            // closes it: the response is cut short.
+                            w.finish(Err("the body is shorter than its Content-Length".into()));
+                        }
+                        _ => w.finish(Ok(())),
+                    }
+                }
                 break;
             }
             Err(e) => {
                 tracing::warn!(script, "response cut short: {e}");
-                writer.finish(Err(e.to_string()));
+                if let Some(w) = writer.take() {
+                    w.finish(Err(e.to_string()));
+                }
                 break;
             }
         }
