@@ -110,6 +110,13 @@ class App:
     the site in DIR and prints its document root on its last line. Each
     server gets a copy of its own; Hearth serves it in classic mode
     (`hearth serve --root`), nginx + php-fpm with NGINX_SITE=classic."""
+    connections: int | None = None
+    """wrk's connections for this app, instead of --connections: a page
+    that costs tens of milliseconds of PHP would queue past wrk's 2 s
+    timeout with 64 connections on 2 PHP processes."""
+    site_stop: bool = False
+    """Whether the setup script started something (a database) that
+    `SCRIPT stop DIR` ends once the app is measured."""
     normalize: Callable[[bytes], bytes] = lambda body: body
     """What is masked in a body before two servers' bodies are compared
     (a time the page shows, say)."""
@@ -126,6 +133,14 @@ def dokuwiki_body(body: bytes) -> bytes:
     """Every DokuWiki page embeds its indexer as an image whose URL ends
     with the time of the request (`taskrunner.php?id=start&amp;TIME`)."""
     return re.sub(rb"(taskrunner\.php\?id=[^&\"]*&amp;)\d+", rb"\1TIME", body)
+
+
+def wordpress_body(body: bytes) -> bytes:
+    """A WordPress page shows when its post was written (each copy is
+    installed on its own, a second apart at most) and its own URL
+    percent-encoded in oEmbed links."""
+    body = re.sub(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\+00:00)?", rb"TIME", body)
+    return re.sub(rb"127\.0\.0\.1%3A\d+", rb"127.0.0.1%3APORT", body)
 
 
 APPS = {
@@ -147,10 +162,7 @@ APPS = {
             Check("/no/such/page", 404, same_body=True),
         ),
     ),
-    # Classic apps: an unmodified site, a setup script, a URL. Another site
-    # takes the same few lines, e.g. once bench/reference/wordpress.sh
-    # exists: "wordpress": App(name="wordpress", path="/",
-    # site_setup=BENCH / "reference" / "wordpress.sh", normalize=...).
+    # Classic apps: an unmodified site, a setup script, a URL.
     "dokuwiki": App(
         name="dokuwiki",
         path="/doku.php?id=start",
@@ -159,6 +171,20 @@ APPS = {
         checks=(
             Check("/doku.php?id=wiki:welcome", 200, same_body=True),
             Check("/lib/tpl/dokuwiki/images/logo.png", 200, same_body=True),
+        ),
+    ),
+    # Debian's WordPress, installed, on a MariaDB of its own per server.
+    "wordpress": App(
+        name="wordpress",
+        path="/",
+        site_setup=BENCH / "reference" / "wordpress-site.sh",
+        site_stop=True,
+        connections=8,
+        normalize=wordpress_body,
+        checks=(
+            Check("/?p=1", 200, same_body=True),
+            Check("/?rest_route=/wp/v2/posts", 200, same_body=True),
+            Check("/wp-login.php", 200, same_body=False),
         ),
     ),
 }
@@ -657,11 +683,17 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
     # A classic app's site, one fresh copy per server (each writes its own
     # sessions, caches and pages); a worker app's files, shared.
     roots: dict[str, Path | None] = {}
+    sites: list[Path] = []
     if app.classic:
         print(f"\n== {app.name}: hearth serve --root (classic mode) vs nginx + php-fpm, each on a copy "
               f"made by {app.site_setup.relative_to(ROOT)}, GET {app.path}")
-        for server in contenders:
-            roots[server] = site_copy(app, state / f"site-{server.replace(' ', '-')}")
+        try:
+            for server in contenders:
+                sites.append(state / f"site-{server.replace(' ', '-')}")
+                roots[server] = site_copy(app, sites[-1])
+        except BaseException:
+            stop_sites(app, sites)
+            raise
     else:
         print(f"\n== {app.name}: hearth {app.worker.relative_to(ROOT)} vs php-fpm "
               f"{(app.docroot / app.script).relative_to(ROOT)}, GET {app.path}")
@@ -696,7 +728,7 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
             if not servers[server].alive():
                 raise BenchError(f"{server} is no longer running")
             before = cpu_sample(servers[server])
-            r = run_wrk(args.wrk, ports[server], app.path, args.connections, duration,
+            r = run_wrk(args.wrk, ports[server], app.path, app.connections or args.connections, duration,
                         app.name, server, index)
             after = cpu_sample(servers[server])
             r.front_cpu_s = cpu_seconds(before, after, "front")
@@ -720,6 +752,16 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
         for server in reversed(contenders):
             if server in servers:
                 servers[server].stop()
+        stop_sites(app, sites)
+
+
+def stop_sites(app: App, sites: list[Path]) -> None:
+    """Ends what the setup script started for each copy (its database)."""
+    if not app.site_stop:
+        return
+    for site in sites:
+        subprocess.run([str(app.site_setup), "stop", str(site)], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=120)
 
 
 def check_extensions(servers: dict[str, HearthServer | FpmServer], result: AppResult) -> None:
@@ -883,7 +925,9 @@ def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[
                  started: datetime.datetime, load_before: str, stripped: list[str]) -> str:
     wrk_line = (f"`wrk -t1 -c{args.connections} -d{args.duration}s -s bench/wrk/report.lua`, "
                 f"{args.warmup}s warm-up per server, then {args.rounds} round{'' if args.rounds == 1 else 's'} per server, interleaved "
-                f"{', '.join(args.contenders)}, {args.contenders[0]}, ...")
+                f"{', '.join(args.contenders)}, {args.contenders[0]}, ..."
+                + "".join(f"; {res.app.name} with -c{res.app.connections}"
+                          for res in results if res.app.connections))
     contenders = ["hearth: `hearth serve`, its workers load the Hearth PHP extension"]
     if HEARTH_NO_EXT in args.contenders:
         contenders.append(f"hearth (no ext): `hearth serve {' '.join(NO_EXT_ARGS)}`, the PHP library's "
@@ -952,7 +996,7 @@ def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--apps", default="hello,slim,dokuwiki", help="comma-separated apps: %s (default: %%(default)s)"
+    p.add_argument("--apps", default="hello,slim,dokuwiki,wordpress", help="comma-separated apps: %s (default: %%(default)s)"
                    % ", ".join(APPS))
     p.add_argument("--rounds", type=int, default=5, help="measured rounds per server (default: %(default)s)")
     p.add_argument("--duration", type=int, default=10, help="seconds per round (default: %(default)s)")
