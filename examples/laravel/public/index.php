@@ -1,0 +1,28 @@
+<?php
+
+/*
+| Laravel 8's public/index.php, unmodified but for the Composer check: the
+| front controller nginx + php-fpm run on every request, which boots the
+| application each time. Hearth runs hearth.php instead.
+*/
+
+use Illuminate\Contracts\Http\Kernel;
+use Illuminate\Http\Request;
+
+define('LARAVEL_START', microtime(true));
+
+if (file_exists($maintenance = __DIR__ . '/../storage/framework/maintenance.php')) {
+    require $maintenance;
+}
+
+require __DIR__ . '/../vendor/autoload.php';
+
+$app = require_once __DIR__ . '/../bootstrap/app.php';
+
+$kernel = $app->make(Kernel::class);
+
+$response = $kernel->handle(
+    $request = Request::capture()
+)->send();
+
+$kernel->terminate($request, $response);
