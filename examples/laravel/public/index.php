@@ -1,15 +1,14 @@
 <?php
 
 /*
-| Laravel 8's public/index.php, unmodified but for the Composer check: the
+| Laravel 8's public/index.php, unmodified but for LARAVEL_START, which
+| nothing in this app reads (and PSR-12 does not allow beside code): the
 | front controller nginx + php-fpm run on every request, which boots the
 | application each time. Hearth runs hearth.php instead.
 */
 
 use Illuminate\Contracts\Http\Kernel;
 use Illuminate\Http\Request;
-
-define('LARAVEL_START', microtime(true));
 
 if (file_exists($maintenance = __DIR__ . '/../storage/framework/maintenance.php')) {
     require $maintenance;
