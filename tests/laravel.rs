@@ -52,7 +52,10 @@ impl App {
         // What someone who ran the example in this checkout left is not
         // this app's.
         let _ = std::fs::remove_file(root.join("database/database.sqlite"));
-        for leftover in ["bootstrap/cache/packages.php", "bootstrap/cache/services.php"] {
+        for leftover in [
+            "bootstrap/cache/packages.php",
+            "bootstrap/cache/services.php",
+        ] {
             let _ = std::fs::remove_file(root.join(leftover));
         }
         std::fs::write(root.join("database/database.sqlite"), b"").expect("database file");
@@ -359,7 +362,9 @@ fn the_laravel_example_behaves_as_under_php_fpm() {
     assert!(after.contains("Thank you, Ann."), "{after}");
     assert!(after.contains("<b>Ann</b>: Hello there"), "{after}");
     assert!(!after.contains("is required"), "{after}");
-    assert!(!seen("guestbook reloaded").text().contains("Thank you, Ann."));
+    assert!(!seen("guestbook reloaded")
+        .text()
+        .contains("Thank you, Ann."));
     assert_eq!(
         seen("account, logged out").header("location"),
         Some("http://localhost/login")
@@ -477,7 +482,10 @@ fn users_sharing_a_worker_do_not_see_each_others_state() {
     assert_eq!(noted["request_note"], "secret-of-ann");
     assert_eq!(noted["queued_cookies"], 1);
     assert_eq!(noted["session"]["note"], "secret-of-ann");
-    assert_eq!(noted["shared_view_data"], serde_json::json!(["errors", "note"]));
+    assert_eq!(
+        noted["shared_view_data"],
+        serde_json::json!(["errors", "note"])
+    );
 
     // B, without a cookie: not A's user, session, locale, cookie, view
     // data or notes. The sticky note has no reset, and keeps what A
