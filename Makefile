@@ -97,7 +97,7 @@ lint: deps-test
 	@if [ -n "$(HAVE_RUSTFMT)" ]; then $(CARGO) fmt --all -- --check; else echo "rustfmt not installed: skipping cargo fmt --check (rustup component add rustfmt)"; fi
 	@if [ -n "$(HAVE_CLIPPY)" ]; then $(CARGO) clippy --workspace --all-targets --all-features -- -D warnings; else echo "clippy not installed: skipping cargo clippy (rustup component add clippy)"; fi
 	@for f in $$(git ls-files '*.php'); do php -l "$$f" >/dev/null || exit 1; done; echo "php -l: ok"
-	$(PHPCS) --standard=PSR12 php/src php/tests php/autoload.php examples
+	$(PHPCS) --standard=PSR12 --ignore='*.blade.php' php/src php/tests php/autoload.php examples
 
 ## Hearth against nginx + php-fpm, same machine, same run; then `hearth run`
 ## against the TaskRunner.php seed's process pools (see bench/README.md).

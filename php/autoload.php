@@ -7,7 +7,9 @@
  *
  * Hearth\Symfony\ (the runtime for symfony/runtime) is loaded only where
  * Symfony's Runtime component can be: without it those classes do not
- * exist (class_exists() says false) rather than fail to load.
+ * exist (class_exists() says false) rather than fail to load. Likewise
+ * Hearth\Laravel\ (the worker entry for Laravel apps) is loaded only where
+ * Laravel's Illuminate\Foundation\Application can be.
  */
 
 declare(strict_types=1);
@@ -19,6 +21,12 @@ spl_autoload_register(static function (string $class): void {
     if (
         strncmp($class, 'Hearth\\Symfony\\', 15) === 0
         && !class_exists('Symfony\\Component\\Runtime\\SymfonyRuntime')
+    ) {
+        return;
+    }
+    if (
+        strncmp($class, 'Hearth\\Laravel\\', 15) === 0
+        && !class_exists('Illuminate\\Foundation\\Application')
     ) {
         return;
     }

@@ -1,0 +1,7 @@
+<?php
+
+return [
+    'default' => 'sync',
+    'connections' => ['sync' => ['driver' => 'sync']],
+    'failed' => ['driver' => 'null'],
+];

@@ -1,0 +1,6 @@
+<?php
+
+return [
+    'title' => 'Hello',
+    'hello' => 'Hello :name!',
+];

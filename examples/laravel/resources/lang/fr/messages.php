@@ -1,0 +1,6 @@
+<?php
+
+return [
+    'title' => 'Bonjour',
+    'hello' => 'Bonjour :name !',
+];
