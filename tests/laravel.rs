@@ -201,7 +201,8 @@ fn without_tokens(body: &str) -> String {
 }
 
 /// A Set-Cookie value with the value (Laravel encrypts every cookie, with
-/// a random IV) and the date of the moment replaced.
+/// a random IV), the date of the moment and the seconds left to it
+/// replaced.
 fn without_values(cookie: &str) -> String {
     cookie
         .split(';')
@@ -213,6 +214,16 @@ fn without_values(cookie: &str) -> String {
                 format!("{name}=<value>")
             } else if part.to_ascii_lowercase().starts_with("expires=") {
                 "expires=<date>".to_owned()
+            } else if let Some(seconds) = part
+                .strip_prefix("Max-Age=")
+                .and_then(|n| n.parse::<i64>().ok())
+                .filter(|n| *n > 7000)
+            {
+                // The expiry less the time the header was made: one
+                // second less when a second ticks in between (2 hours
+                // is the session's lifetime).
+                assert!(seconds <= 7200, "{cookie}");
+                "Max-Age=<about 7200>".to_owned()
             } else {
                 part.to_owned()
             }

@@ -127,6 +127,7 @@ impl Pool {
         let root = rustix::process::geteuid().is_root();
         config.validate(root)?;
         let binary = config.find_binary()?;
+        check_is_php_fpm(&binary, config).await?;
         check_ini_names(&binary, config).await?;
 
         let parent = config
@@ -448,6 +449,36 @@ async fn read_log<R: AsyncRead + Unpin>(out: R, log: Arc<Log>, ready: Arc<watch:
         }
         log.push(line);
     }
+}
+
+/// That `binary` is php-fpm: its `-v` says `(fpm-fcgi)`. Another PHP
+/// binary (the CLI, php-cgi) would take php-fpm's arguments for its own
+/// and fail later with a message that does not say why.
+async fn check_is_php_fpm(binary: &Path, config: &Config) -> Result<(), Error> {
+    let output = timeout(
+        config.start_timeout,
+        Command::new(binary).arg("-v").kill_on_drop(true).output(),
+    )
+    .await
+    .map_err(|_| {
+        Error::start(format!(
+            "{} -v took over {:?}",
+            binary.display(),
+            config.start_timeout
+        ))
+    })?
+    .map_err(|e| Error::io(format!("running {} -v", binary.display()), e))?;
+    let version = String::from_utf8_lossy(&output.stdout);
+    if output.status.success() && version.contains("(fpm-fcgi)") {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "binary: {} is not php-fpm (its -v says {:?}); Debian's package {} installs \
+         /usr/sbin/php-fpm8.2",
+        binary.display(),
+        version.lines().next().unwrap_or("nothing"),
+        config::PACKAGE
+    )))
 }
 
 /// Refuses ini names PHP does not know: php-fpm would only log "Unable to

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::Error;
 
 /// The Debian package that ships the default binary, named in errors.
-const PACKAGE: &str = "php8.2-fpm";
+pub(crate) const PACKAGE: &str = "php8.2-fpm";
 /// Binaries looked for, in order, on PATH and in /usr/sbin.
 const BINARY_NAMES: [&str; 2] = ["php-fpm8.2", "php-fpm"];
 
