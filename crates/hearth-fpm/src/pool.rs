@@ -472,6 +472,17 @@ async fn check_is_php_fpm(binary: &Path, config: &Config) -> Result<(), Error> {
     if output.status.success() && version.contains("(fpm-fcgi)") {
         return Ok(());
     }
+    if !output.status.success() {
+        // It could not say what it is: a php-fpm that fails (or a
+        // wrapper around one) is a start failure, with its own words.
+        return Err(Error::start(format!(
+            "{} -v failed ({}): {}{}",
+            binary.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr),
+            version
+        )));
+    }
     Err(Error::config(format!(
         "binary: {} is not php-fpm (its -v says {:?}); Debian's package {} installs \
          /usr/sbin/php-fpm8.2",
