@@ -13,7 +13,6 @@ use hearth_fpm::fastcgi;
 use hearth_fpm::pool::{Config as FpmConfig, IniSetting, Pool as FpmPool, ProcessManager};
 use hearth_http::ClassicSite;
 use serde_json::{json, Value};
-use tokio::net::TcpListener;
 
 use crate::control::{ControlState, Engine};
 
@@ -402,11 +401,12 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let http = options.serve_config(tls);
     let observe = crate::observe::ObserveSetup::from_options(&options);
 
-    let listener = TcpListener::bind(options.listen.0)
-        .await
-        .with_context(|| format!("cannot listen on {}", options.listen.0))?;
-    let addr = listener.local_addr()?;
-    let control = crate::observe::bind_control(&observe, addr)?;
+    let crate::listen::Bound {
+        listener,
+        addr,
+        _file: socket_file,
+    } = crate::listen::bind(&options.listen).await?;
+    let control = crate::observe::bind_control(&observe, &addr)?;
     let classic = Classic::start(&options, &root, options.classic_options(), &config)
         .await
         .context("classic mode")?;
@@ -446,7 +446,7 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let observing = match crate::observe::start(
         &observe,
         control,
-        addr,
+        addr.clone(),
         Engine::Classic(classic.clone()),
     )
     .await
@@ -480,6 +480,7 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         shutdown,
     )
     .await;
+    drop(socket_file);
     classic.stop(options.stop_timeout.0).await;
     drop(observing);
     if let Some(why) = classic.gave_up() {

@@ -14,6 +14,7 @@ mod assets;
 mod classic;
 mod control;
 mod ctl;
+mod listen;
 mod observe;
 mod options;
 mod run;

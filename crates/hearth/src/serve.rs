@@ -2,7 +2,6 @@
 //! root, the certificate, the workers' user) into one setup, then the pool
 //! and the HTTP front wired together.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,14 +9,13 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use hearth_http::ServeConfig;
 use hearth_pool::{Pool, PoolConfig};
-use tokio::net::TcpListener;
 
 use crate::options::ServeOptions;
 
 /// Everything `hearth serve` needs, resolved.
 #[derive(Debug)]
 struct Setup {
-    listen: SocketAddr,
+    listen: crate::options::values::Listen,
     threads: usize,
     pool: PoolConfig,
     http: ServeConfig,
@@ -121,7 +119,7 @@ fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
         mixed,
         observe,
         watch,
-        listen: options.listen.0,
+        listen: options.listen.clone(),
         threads: options.threads(),
         pool,
         http,
@@ -223,15 +221,13 @@ pub fn run(options: ServeOptions) -> anyhow::Result<()> {
 }
 
 async fn serve(setup: Setup) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(setup.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", setup.listen))?;
-    let addr = listener.local_addr()?;
-    let control = crate::observe::bind_control(&setup.observe, addr)?;
+    let bound = crate::listen::bind(&setup.listen).await?;
+    let addr = bound.addr.clone();
+    let control = crate::observe::bind_control(&setup.observe, &addr)?;
     let pool = Pool::start(setup.pool.clone()).await?;
     let php = pool.php();
     tracing::info!(
-        "hearth {} starting {} on {}://{addr} with {} ({} {}, {}, {})",
+        "hearth {} starting {} on {}://{} with {} ({} {}, {}, {})",
         env!("CARGO_PKG_VERSION"),
         if setup.demo {
             "the built-in demo".to_owned()
@@ -249,6 +245,7 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         } else {
             "http"
         },
+        addr,
         if setup.pool.min_workers < setup.pool.workers {
             format!(
                 "{} to {} workers",
@@ -286,7 +283,8 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         Some(classic) => crate::control::Engine::Mixed(pool.clone(), classic.clone()),
         None => crate::control::Engine::Workers(pool.clone()),
     };
-    let observing = match crate::observe::start(&setup.observe, control, addr, engine).await {
+    let observing = match crate::observe::start(&setup.observe, control, addr.clone(), engine).await
+    {
         Ok(observing) => observing,
         Err(e) => {
             stop_both(&pool, classic.as_deref(), &setup).await;
@@ -331,6 +329,11 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         observer: observing.observer.clone(),
         ..setup.http.clone()
     };
+    let crate::listen::Bound {
+        listener,
+        addr: _,
+        _file: socket_file,
+    } = bound;
     match (&classic, &setup.mixed) {
         (Some(classic), Some(mixed)) => {
             let site = hearth_http::MixedSite::new(
@@ -343,6 +346,8 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         }
         _ => hearth_http::serve(listener, pool.clone(), http, shutdown).await?,
     }
+    // Removes a unix socket's file.
+    drop(socket_file);
     stop_both(&pool, classic.as_deref(), &setup).await;
     if let Some(why) = classic.as_ref().and_then(|c| c.gave_up()) {
         drop(observing);

@@ -469,7 +469,7 @@ fn help_shows_value_kinds_and_defaults() {
                 "[default: 30s]",
                 "--max-body-size <SIZE>",
                 "[default: 8M]",
-                "--listen <IP:PORT>",
+                "--listen <ADDR>",
                 "[default: 127.0.0.1:8080]",
                 "[default: php-cgi]",
                 "[default: off] [possible values: off, common, json]",

@@ -1,0 +1,508 @@
+//! `hearth serve --listen unix:PATH`: HTTP on a unix socket for a proxy
+//! on the same host, in worker mode and classic mode, with `$_SERVER` as
+//! nginx gives it for `listen unix:` (checked against nginx 1.22:
+//! `REMOTE_ADDR=unix:`, `SERVER_ADDR=unix:PATH`, no ports); the socket
+//! file's life (mode, stale file replaced, non-socket refused, removed on
+//! stop).
+
+mod support;
+
+use std::io::{BufRead as _, BufReader};
+use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use support::{as_root, eventually, fixture, php_binary};
+
+/// A `hearth serve` started with arguments of the test's own, its log
+/// collected; stopped (SIGTERM) when dropped.
+struct Hearth {
+    child: Child,
+    log: Arc<Mutex<String>>,
+}
+
+impl Hearth {
+    fn spawn(args: &[&str]) -> Hearth {
+        let mut cmd = Command::new(support::hearth_bin());
+        cmd.args(args).args(as_root());
+        Hearth::spawn_command(cmd)
+    }
+
+    fn spawn_command(mut cmd: Command) -> Hearth {
+        let mut child = cmd
+            .env("HEARTH_LOG", "debug,hyper=info")
+            .env_remove("RUST_LOG")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start hearth");
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = log.clone();
+        let stderr = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut log = sink.lock().unwrap_or_else(|e| e.into_inner());
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        Hearth { child, log }
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn wait_for_log(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if self.log().contains(needle) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("log never contained {needle:?}; log:\n{}", self.log());
+    }
+
+    fn wait_until_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if self.log().lines().any(support::all_ready) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("workers never became ready; log:\n{}", self.log());
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// Waits for hearth to exit; its exit code.
+    fn wait_exit(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                // The log thread has the last lines once stderr is closed.
+                std::thread::sleep(Duration::from_millis(50));
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("hearth did not exit; log:\n{}", self.log());
+    }
+
+    fn stop(&mut self) {
+        self.signal("TERM");
+        assert_eq!(self.wait_exit(), Some(0), "log:\n{}", self.log());
+    }
+}
+
+impl Drop for Hearth {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A response: status, headers (names lowercased), body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends `raw` (a request with `Connection: close`) on `stream` and reads
+/// the response to the end of the connection.
+fn exchange<S: std::io::Read + std::io::Write>(mut stream: S, raw: &[u8]) -> Answer {
+    stream.write_all(raw).expect("send");
+    let mut all = Vec::new();
+    stream.read_to_end(&mut all).expect("read response");
+    let end = all
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no response head in {:?}", String::from_utf8_lossy(&all)));
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut head = httparse::Response::new(&mut headers);
+    head.parse(&all[..end + 4]).expect("response head");
+    let headers: Vec<(String, String)> = head
+        .headers
+        .iter()
+        .map(|h| {
+            (
+                h.name.to_ascii_lowercase(),
+                String::from_utf8_lossy(h.value).into_owned(),
+            )
+        })
+        .collect();
+    let status = head.code.expect("status");
+    let mut body = all[end + 4..].to_vec();
+    if headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"))
+    {
+        body = dechunk(&body);
+    }
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = data
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size");
+        let size = usize::from_str_radix(
+            std::str::from_utf8(&data[..line_end]).expect("size").trim(),
+            16,
+        )
+        .expect("chunk size");
+        data = &data[line_end + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&data[..size]);
+        data = &data[size + 2..];
+    }
+}
+
+fn unix_get(socket: &Path, path: &str, extra: &str) -> Answer {
+    let stream = UnixStream::connect(socket).expect("connect to the unix socket");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    exchange(
+        stream,
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{extra}Connection: close\r\n\r\n")
+            .as_bytes(),
+    )
+}
+
+/// `$_SERVER` of a request for `/env` over the socket.
+fn server_vars(socket: &Path, extra: &str) -> serde_json::Value {
+    let answer = unix_get(socket, "/env", extra);
+    assert_eq!(
+        answer.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    let json = answer.json();
+    // Worker mode's fixture wraps it; classic mode's env.php does not.
+    match json.get("server") {
+        Some(server) => server.clone(),
+        None => json,
+    }
+}
+
+/// What nginx gives PHP for a request over its `listen unix:PATH`.
+fn assert_unix_vars(vars: &serde_json::Value, socket: &Path) {
+    assert_eq!(vars["REMOTE_ADDR"], "unix:", "{vars}");
+    assert_eq!(vars["REMOTE_PORT"], "", "{vars}");
+    assert_eq!(
+        vars["SERVER_ADDR"],
+        format!("unix:{}", socket.display()),
+        "{vars}"
+    );
+    assert_eq!(vars["SERVER_PORT"], "", "{vars}");
+    assert_eq!(vars["REQUEST_SCHEME"], "http", "{vars}");
+    assert!(vars.get("HTTPS").is_none(), "{vars}");
+}
+
+const FORWARDED: &str = "X-Forwarded-For: 203.0.113.9\r\nX-Forwarded-Proto: https\r\n";
+
+fn worker_args<'a>(socket: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["serve", "--listen", socket, "--workers", "2"];
+    args.extend_from_slice(extra);
+    args
+}
+
+fn php_args() -> Vec<String> {
+    let mut args = vec!["--php".to_owned(), php_binary()];
+    if let Ok(choice) = std::env::var("HEARTH_TEST_PHP_EXTENSION") {
+        args.extend(["--php-extension".to_owned(), choice]);
+    }
+    args
+}
+
+fn start_workers(socket: &Path, extra: &[&str]) -> Hearth {
+    let listen = format!("unix:{}", socket.display());
+    let script = fixture("app.php");
+    let script = script.to_string_lossy();
+    let php = php_args();
+    let mut args = worker_args(&listen, extra);
+    args.insert(1, &script);
+    args.extend(php.iter().map(String::as_str));
+    let server = Hearth::spawn(&args);
+    server.wait_until_ready();
+    server
+}
+
+/// Worker mode over a unix socket: the socket is 0666 (nginx as www-data
+/// can connect), `$_SERVER` is nginx's for `listen unix:`, forwarding
+/// headers of an untrusted peer count for nothing, `hearth status` finds
+/// the server by its address, the access log names the peer `unix:`, and
+/// the socket file is gone after a stop.
+#[test]
+fn worker_mode_serves_over_a_unix_socket() {
+    let dir = support::tempdir();
+    let socket = dir.path().join("hearth.sock");
+    let access_log = dir.path().join("access.log");
+    let access_log_file = access_log.to_string_lossy().into_owned();
+    let mut server = start_workers(
+        &socket,
+        &[
+            "--access-log",
+            "json",
+            "--access-log-file",
+            &access_log_file,
+        ],
+    );
+    let meta = std::fs::symlink_metadata(&socket).expect("the socket file");
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o666);
+
+    let vars = server_vars(&socket, FORWARDED);
+    assert_unix_vars(&vars, &socket);
+    assert_eq!(vars["HTTP_X_FORWARDED_FOR"], "203.0.113.9", "{vars}");
+    let line = eventually(Duration::from_secs(10), "the access log line", || {
+        let text = std::fs::read_to_string(&access_log).unwrap_or_default();
+        text.lines().next().map(str::to_owned)
+    });
+    let line: serde_json::Value = serde_json::from_str(&line).expect("a JSON line");
+    assert_eq!(line["remote_addr"], "unix:", "{line}");
+    assert_eq!(line["remote_port"], serde_json::Value::Null, "{line}");
+
+    let listen = format!("unix:{}", socket.display());
+    let out = support::ctl(&["status", "--listen", &listen, "--json"]);
+    assert!(
+        out.status.success(),
+        "hearth status: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    assert_eq!(status["listen"], listen.as_str());
+
+    server.stop();
+    assert!(
+        !socket.exists(),
+        "the socket file is left after a stop; log:\n{}",
+        server.log()
+    );
+}
+
+/// `--trusted-proxy unix:` (nginx's `set_real_ip_from unix:`): the proxy
+/// on the socket says who the client is and that it used https.
+#[test]
+fn a_trusted_unix_peer_forwards_the_client() {
+    let dir = support::tempdir();
+    let socket = dir.path().join("h.sock");
+    let _server = start_workers(&socket, &["--trusted-proxy", "unix:"]);
+    let vars = server_vars(&socket, FORWARDED);
+    assert_eq!(vars["REMOTE_ADDR"], "203.0.113.9", "{vars}");
+    assert_eq!(vars["HTTPS"], "on", "{vars}");
+    assert_eq!(vars["REQUEST_SCHEME"], "https", "{vars}");
+    assert_eq!(vars["SERVER_ADDR"], format!("unix:{}", socket.display()));
+    // Without forwarding headers: the socket's own values.
+    assert_unix_vars(&server_vars(&socket, ""), &socket);
+}
+
+/// HTTP/2 with prior knowledge (`--h2c`) over the unix socket.
+#[test]
+fn h2c_over_a_unix_socket() {
+    let dir = support::tempdir();
+    let socket = dir.path().join("h2.sock");
+    let _server = start_workers(&socket, &["--h2c"]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let body = runtime.block_on(async {
+        let stream = tokio::net::UnixStream::connect(&socket)
+            .await
+            .expect("connect");
+        let (client, connection) = h2::client::handshake(stream).await.expect("h2 handshake");
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let request = http::Request::get("http://localhost/env")
+            .body(())
+            .expect("request");
+        let mut client = client.ready().await.expect("ready");
+        let (response, _) = client.send_request(request, true).expect("send");
+        let response = tokio::time::timeout(Duration::from_secs(30), response)
+            .await
+            .expect("in time")
+            .expect("response");
+        assert_eq!(response.status(), 200);
+        let mut body = response.into_body();
+        let mut all = Vec::new();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.expect("data");
+            let _ = body.flow_control().release_capacity(chunk.len());
+            all.extend_from_slice(&chunk);
+        }
+        all
+    });
+    let json: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(json["server"]["SERVER_PROTOCOL"], "HTTP/2.0");
+    assert_unix_vars(&json["server"], &socket);
+}
+
+/// A site for classic mode: a script that prints `$_SERVER`, and a
+/// directory (for the redirect nginx makes to its slash).
+fn classic_site() -> tempfile::TempDir {
+    let root = support::reachable_tempdir();
+    let env = root.path().join("env.php");
+    std::fs::write(
+        &env,
+        "<?php header('Content-Type: application/json'); echo json_encode($_SERVER);\n",
+    )
+    .expect("write");
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let sub = root.path().join("sub");
+    std::fs::create_dir(&sub).expect("mkdir");
+    std::fs::set_permissions(&sub, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    root
+}
+
+/// Classic mode over a unix socket: php-fpm gets nginx's values, the
+/// redirect to a directory's slash has no port, trust works as in worker
+/// mode, and the socket file is removed on stop.
+#[test]
+fn classic_mode_serves_over_a_unix_socket() {
+    let site = classic_site();
+    let dir = support::tempdir();
+    let socket = dir.path().join("classic.sock");
+    let listen = format!("unix:{}", socket.display());
+    let root = site.path().to_string_lossy().into_owned();
+    let mut server = Hearth::spawn(&[
+        "serve",
+        "--root",
+        &root,
+        "--listen",
+        &listen,
+        "--workers",
+        "2",
+        "--trusted-proxy",
+        "unix:",
+    ]);
+    let answer = eventually(Duration::from_secs(30), "classic mode to answer", || {
+        if !socket.exists() {
+            return None;
+        }
+        let answer = unix_get(&socket, "/env.php", "");
+        (answer.status == 200).then_some(answer)
+    });
+    let vars = answer.json();
+    assert_unix_vars(&vars, &socket);
+    assert_eq!(vars["SCRIPT_NAME"], "/env.php", "{vars}");
+
+    let vars = unix_get(&socket, "/env.php", FORWARDED).json();
+    assert_eq!(vars["REMOTE_ADDR"], "203.0.113.9", "{vars}");
+    assert_eq!(vars["HTTPS"], "on", "{vars}");
+
+    let moved = unix_get(&socket, "/sub", "");
+    assert_eq!(moved.status, 301);
+    assert_eq!(moved.header("location"), Some("http://localhost/sub/"));
+
+    server.stop();
+    assert!(!socket.exists(), "log:\n{}", server.log());
+}
+
+/// A socket file left behind by a server that is gone (a crash) is
+/// replaced, and the new server answers on it.
+#[test]
+fn a_stale_socket_file_is_replaced() {
+    let dir = support::tempdir();
+    let socket = dir.path().join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&socket).expect("bind"));
+    assert!(socket.exists(), "a closed listener leaves its file");
+    let server = start_workers(&socket, &[]);
+    assert!(server.log().contains("replacing the stale socket"));
+    assert_eq!(unix_get(&socket, "/pid", "").status, 200);
+}
+
+/// A path that is not a socket is never removed: hearth refuses to start
+/// and says why.
+#[test]
+fn a_path_that_is_not_a_socket_is_refused() {
+    let dir = support::tempdir();
+    let file = dir.path().join("precious.txt");
+    std::fs::write(&file, "keep me\n").expect("write");
+    let listen = format!("unix:{}", file.display());
+    let script = fixture("app.php");
+    let mut server = Hearth::spawn(&["serve", &script.to_string_lossy(), "--listen", &listen]);
+    assert_ne!(server.wait_exit(), Some(0));
+    let log = server.log();
+    assert!(
+        log.contains(&format!(
+            "cannot listen on {listen}: the path exists and is not a socket"
+        )),
+        "{log}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "keep me\n");
+}
+
+/// A socket another server answers on is left alone: hearth refuses to
+/// start.
+#[test]
+fn a_socket_in_use_is_refused() {
+    let dir = support::tempdir();
+    let socket = dir.path().join("busy.sock");
+    let _other = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    let listen = format!("unix:{}", socket.display());
+    let script = fixture("app.php");
+    let mut server = Hearth::spawn(&["serve", &script.to_string_lossy(), "--listen", &listen]);
+    assert_ne!(server.wait_exit(), Some(0));
+    assert!(
+        server.log().contains("a server is listening there"),
+        "{}",
+        server.log()
+    );
+    assert!(socket.exists());
+}
