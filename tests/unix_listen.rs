@@ -58,17 +58,6 @@ impl Hearth {
         self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    fn wait_for_log(&self, needle: &str) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if self.log().contains(needle) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("log never contained {needle:?}; log:\n{}", self.log());
-    }
-
     fn wait_until_ready(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
@@ -505,4 +494,207 @@ fn a_socket_in_use_is_refused() {
         server.log()
     );
     assert!(socket.exists());
+}
+
+// ---------------------------------------------------------------------
+// systemd socket activation and readiness notification.
+
+/// A `hearth serve` command that inherits `listener` as systemd passes
+/// it: at fd 3, with `LISTEN_FDS=1` and `LISTEN_PID` the pid of hearth.
+/// The descriptor is put in place in `pre_exec`; `LISTEN_PID` is set by a
+/// shell that then execs hearth (`$$` is the pid hearth gets), since
+/// setting a variable between fork and exec is not async-signal-safe.
+#[allow(unsafe_code)]
+fn activated(listener: &impl std::os::fd::AsRawFd, args: &[&str]) -> Command {
+    use std::os::unix::process::CommandExt as _;
+    let fd = listener.as_raw_fd();
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg("LISTEN_PID=$$ exec \"$0\" \"$@\"")
+        .arg(support::hearth_bin())
+        .args(args)
+        .args(as_root())
+        .env("LISTEN_FDS", "1");
+    // SAFETY: between fork and exec only dup2 and fcntl run, both
+    // async-signal-safe system calls; nothing is allocated.
+    unsafe {
+        cmd.pre_exec(move || {
+            if fd == 3 {
+                // dup2 onto itself keeps close-on-exec: clear it.
+                let flags = libc::fcntl(3, libc::F_GETFD);
+                if flags < 0 || libc::fcntl(3, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+fn worker_serve_args(script: &str) -> Vec<String> {
+    let mut args = vec![
+        "serve".to_owned(),
+        script.to_owned(),
+        "--workers".to_owned(),
+        "2".to_owned(),
+    ];
+    args.extend(php_args());
+    args
+}
+
+fn tcp_get(addr: std::net::SocketAddr, path: &str) -> Answer {
+    let stream = std::net::TcpStream::connect(addr).expect("connect: never refused");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    exchange(
+        stream,
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+}
+
+/// Socket activation on TCP: hearth serves on the socket it inherits
+/// (not on `--listen`), and a restart refuses nothing: a connection made
+/// and a request sent while no hearth runs wait on the socket, which the
+/// test (as systemd) holds, and the next hearth answers them.
+#[test]
+fn an_inherited_tcp_socket_is_served_across_restarts() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let script = fixture("app.php");
+    let args = worker_serve_args(&script.to_string_lossy());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut first = Hearth::spawn_command(activated(&listener, &args));
+    first.wait_until_ready();
+    assert!(
+        first
+            .log()
+            .contains(&format!("listening on {addr}, the socket systemd passed")),
+        "{}",
+        first.log()
+    );
+    let before = tcp_get(addr, "/pid");
+    assert_eq!(before.status, 200);
+    let first_pid = before.json()["pid"].clone();
+    let listen = addr.to_string();
+    let out = support::ctl(&["status", "--listen", &listen, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    first.stop();
+
+    // Nobody serves now: the connection is made (never refused) and the
+    // request waits in the socket's backlog.
+    let mut waiting = std::net::TcpStream::connect(addr).expect("connect: never refused");
+    waiting
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    std::io::Write::write_all(
+        &mut waiting,
+        b"GET /pid HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    )
+    .expect("send");
+    let mut second = Hearth::spawn_command(activated(&listener, &args));
+    let answer = exchange(waiting, b"");
+    assert_eq!(
+        answer.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&answer.body)
+    );
+    assert_ne!(answer.json()["pid"], first_pid, "served by the next hearth");
+    second.stop();
+}
+
+/// Socket activation on a unix socket: served with the socket's path as
+/// `SERVER_ADDR`, and the file, systemd's, is left in place on stop.
+#[test]
+fn an_inherited_unix_socket_is_served_and_left_in_place() {
+    let dir = support::tempdir();
+    let socket = dir.path().join("activated.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    let script = fixture("app.php");
+    let args = worker_serve_args(&script.to_string_lossy());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut server = Hearth::spawn_command(activated(&listener, &args));
+    server.wait_until_ready();
+    let vars = server_vars(&socket, "");
+    assert_unix_vars(&vars, &socket);
+    server.stop();
+    assert!(socket.exists(), "the inherited socket's file was removed");
+    // Still systemd's (the test's) socket: the next hearth serves on it.
+    let server = Hearth::spawn_command(activated(&listener, &args));
+    server.wait_until_ready();
+    assert_eq!(unix_get(&socket, "/pid", "").status, 200);
+}
+
+/// Type=notify: hearth says READY=1 on NOTIFY_SOCKET once its workers are
+/// ready, RELOADING=1 then READY=1 around a reload, STOPPING=1 when it
+/// stops; and the variable never reaches PHP.
+#[test]
+fn systemd_hears_ready_reloading_and_stopping() {
+    let dir = support::tempdir();
+    let notify = dir.path().join("notify.sock");
+    let receiver = std::os::unix::net::UnixDatagram::bind(&notify).expect("bind");
+    receiver
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let next = || {
+        let mut buf = [0u8; 4096];
+        let n = receiver.recv(&mut buf).expect("a notification in time");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let socket = dir.path().join("h.sock");
+    let listen = format!("unix:{}", socket.display());
+    let script = fixture("app.php");
+    let mut args = worker_serve_args(&script.to_string_lossy());
+    args.extend(["--listen".to_owned(), listen.clone()]);
+    let mut cmd = Command::new(support::hearth_bin());
+    cmd.args(&args)
+        .args(as_root())
+        .env("NOTIFY_SOCKET", &notify);
+    let mut server = Hearth::spawn_command(cmd);
+
+    let ready = next();
+    assert!(ready.starts_with("READY=1\n"), "{ready:?}");
+    // Told only once every worker is ready: the pool says so now.
+    let out = support::ctl(&["status", "--listen", &listen, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    assert_eq!(
+        status["pool"]["live"], 2,
+        "READY=1 before the workers: {status}"
+    );
+    let vars = server_vars(&socket, "");
+    assert!(
+        vars.get("PATH").is_some(),
+        "the environment is in $_SERVER: {vars}"
+    );
+    assert!(vars.get("NOTIFY_SOCKET").is_none(), "{vars}");
+
+    let out = support::ctl(&["reload", "--listen", &listen]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reloading = next();
+    assert!(
+        reloading.starts_with("RELOADING=1\nMONOTONIC_USEC="),
+        "{reloading:?}"
+    );
+    assert_eq!(next(), "READY=1\n");
+
+    server.signal("TERM");
+    assert_eq!(next(), "STOPPING=1\n");
+    assert_eq!(server.wait_exit(), Some(0));
 }

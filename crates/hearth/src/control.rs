@@ -267,6 +267,8 @@ async fn connection(stream: UnixStream, state: Arc<ControlState>) {
     let command = serde_json::from_str::<Value>(&line)
         .ok()
         .and_then(|v| v.get("command").and_then(Value::as_str).map(str::to_owned));
+    // systemd hears of a reload (RELOADING=1, then READY=1 when done).
+    let _reloading = (command.as_deref() == Some("reload")).then(crate::systemd::Reloading::begin);
     let (answer, then_wait) = match (command.as_deref(), &state.engine) {
         (Some("status"), Engine::Classic(classic)) => (
             json!({"ok": true, "status": classic.status(&state).await}),

@@ -1,5 +1,6 @@
 //! The listening socket of `hearth serve`: a TCP port or a unix socket
-//! bound here.
+//! bound here, or the one systemd passed (socket activation, see
+//! [`crate::systemd`]), which stays systemd's: its file is never touched.
 //!
 //! A unix socket's file is made mode 0666, as nginx makes the sockets it
 //! listens on: any local user may connect, as to a TCP port on 127.0.0.1
@@ -15,6 +16,7 @@ use anyhow::{bail, Context as _};
 use hearth_http::{ListenAddr, Listener};
 
 use crate::options::values::Listen;
+use crate::systemd::Inherited;
 
 /// The mode of a unix socket Hearth listens on: what nginx gives its own
 /// (`listen unix:`), so that a proxy running as another user (nginx's
@@ -32,8 +34,35 @@ pub struct Bound {
     pub _file: Option<SocketFile>,
 }
 
-/// Binds `listen`.
-pub async fn bind(listen: &Listen) -> anyhow::Result<Bound> {
+/// Binds `listen`, or takes the socket systemd passed instead.
+pub async fn bind(listen: &Listen, inherited: Option<Inherited>) -> anyhow::Result<Bound> {
+    if let Some(inherited) = inherited {
+        let (listener, addr): (Listener, _) = match inherited {
+            Inherited::Tcp(listener) => {
+                listener.set_nonblocking(true)?;
+                let addr = ListenAddr::Tcp(listener.local_addr()?);
+                (tokio::net::TcpListener::from_std(listener)?.into(), addr)
+            }
+            Inherited::Unix(listener) => {
+                listener.set_nonblocking(true)?;
+                let path = listener.local_addr()?.as_pathname().map(Path::to_path_buf);
+                let addr = ListenAddr::Unix(path.unwrap_or_default());
+                (tokio::net::UnixListener::from_std(listener)?.into(), addr)
+            }
+        };
+        if addr == listen.for_http() {
+            tracing::info!("listening on {addr}, the socket systemd passed");
+        } else {
+            tracing::info!(
+                "listening on {addr}, the socket systemd passed (socket activation), not on --listen {listen}"
+            );
+        }
+        return Ok(Bound {
+            listener,
+            addr,
+            _file: None,
+        });
+    }
     match listen.for_http() {
         ListenAddr::Tcp(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)

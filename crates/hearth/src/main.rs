@@ -19,6 +19,7 @@ mod observe;
 mod options;
 mod run;
 mod serve;
+mod systemd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

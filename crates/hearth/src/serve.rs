@@ -16,6 +16,8 @@ use crate::options::ServeOptions;
 #[derive(Debug)]
 struct Setup {
     listen: crate::options::values::Listen,
+    /// The listening socket systemd passed, if it did.
+    inherited: Option<crate::systemd::Inherited>,
     threads: usize,
     pool: PoolConfig,
     http: ServeConfig,
@@ -120,6 +122,7 @@ fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
         observe,
         watch,
         listen: options.listen.clone(),
+        inherited: None,
         threads: options.threads(),
         pool,
         http,
@@ -202,10 +205,14 @@ fn front_controller(real_script: &Path, real_root: &Path) -> String {
 }
 
 pub fn run(options: ServeOptions) -> anyhow::Result<()> {
+    // Before any thread or child process: it takes variables out of the
+    // environment.
+    let inherited = crate::systemd::take()?;
     if options.script.is_none() && options.root.is_some() {
-        return crate::classic::run(options);
+        return crate::classic::run(options, inherited);
     }
-    let setup = resolve(options)?;
+    let mut setup = resolve(options)?;
+    setup.inherited = inherited;
     let runtime = if setup.threads == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -220,8 +227,8 @@ pub fn run(options: ServeOptions) -> anyhow::Result<()> {
     runtime.block_on(serve(setup))
 }
 
-async fn serve(setup: Setup) -> anyhow::Result<()> {
-    let bound = crate::listen::bind(&setup.listen).await?;
+async fn serve(mut setup: Setup) -> anyhow::Result<()> {
+    let bound = crate::listen::bind(&setup.listen, setup.inherited.take()).await?;
     let addr = bound.addr.clone();
     let control = crate::observe::bind_control(&setup.observe, &addr)?;
     let pool = Pool::start(setup.pool.clone()).await?;
@@ -324,6 +331,7 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
             }
         }
         stopping.store(true, std::sync::atomic::Ordering::Release);
+        crate::systemd::stopping();
     };
     let http = ServeConfig {
         observer: observing.observer.clone(),
@@ -432,6 +440,7 @@ async fn report_readiness(pool: Pool, wanted: usize) {
                 said = Some(now);
             } else if ready == wanted {
                 tracing::info!("{ready} of {} ready", plural(wanted, "worker"));
+                crate::systemd::ready(&format!("{ready} of {} ready", plural(wanted, "worker")));
                 said = Some(now);
             }
         }
@@ -532,6 +541,7 @@ async fn reloader(
         } else {
             tracing::info!("{why}: reloading the workers");
         }
+        let _reloading = crate::systemd::Reloading::begin();
         match pool.reload().await {
             Ok(paths) => {
                 tracing::info!("reload done: every worker runs {}", paths.script.display());
