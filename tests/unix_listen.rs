@@ -698,3 +698,149 @@ fn systemd_hears_ready_reloading_and_stopping() {
     assert_eq!(next(), "STOPPING=1\n");
     assert_eq!(server.wait_exit(), Some(0));
 }
+
+/// A mixed site over a unix socket: the front controller in the workers
+/// and another script in php-fpm both get nginx's values for it.
+#[test]
+fn a_mixed_site_serves_over_a_unix_socket() {
+    let site = support::reachable_tempdir();
+    let autoload = support::root().join("php/autoload.php");
+    let write = |name: &str, text: &str| {
+        let path = site.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    };
+    write(
+        "index.php",
+        &format!(
+            "<?php require {autoload:?};\n\
+             Hearth\\Worker::serve(static function (): void {{\n\
+             header('Content-Type: application/json');\n\
+             echo json_encode(['runtime' => PHP_SAPI, 'server' => $_SERVER]);\n}});\n"
+        ),
+    );
+    write(
+        "env.php",
+        "<?php header('Content-Type: application/json');\n\
+         echo json_encode(['runtime' => PHP_SAPI, 'server' => $_SERVER]);\n",
+    );
+    let dir = support::tempdir();
+    let socket = dir.path().join("mixed.sock");
+    let root = site.path().to_string_lossy().into_owned();
+    let script = site.path().join("index.php");
+    let listen = format!("unix:{}", socket.display());
+    let mut args = vec![
+        "serve".to_owned(),
+        script.to_string_lossy().into_owned(),
+        "--root".to_owned(),
+        root,
+        "--workers".to_owned(),
+        "1".to_owned(),
+        "--listen".to_owned(),
+        listen,
+    ];
+    args.extend(php_args());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Hearth::spawn(&args);
+    server.wait_until_ready();
+    let worker = unix_get(&socket, "/some/route", "");
+    assert_eq!(
+        worker.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&worker.body)
+    );
+    let worker = worker.json();
+    assert_ne!(worker["runtime"], "fpm-fcgi");
+    assert_unix_vars(&worker["server"], &socket);
+    let classic = unix_get(&socket, "/env.php", "");
+    assert_eq!(
+        classic.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&classic.body)
+    );
+    let classic = classic.json();
+    assert_eq!(classic["runtime"], "fpm-fcgi");
+    assert_unix_vars(&classic["server"], &socket);
+}
+
+/// The setup the docs give: nginx (its workers as www-data) in front on
+/// TCP, `proxy_pass http://unix:...`, `--trusted-proxy unix:`. nginx
+/// reaches the 0666 socket, and PHP sees the client nginx saw and the
+/// https it was told of.
+#[test]
+fn nginx_in_front_proxies_to_the_unix_socket() {
+    let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("nginx is installed (apt-get install nginx)");
+    // Reachable by nginx's workers (www-data): the directory is 0755.
+    let dir = support::reachable_tempdir();
+    let socket = dir.path().join("hearth.sock");
+    let _hearth = start_workers(&socket, &["--trusted-proxy", "unix:"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let d = dir.path().display();
+    let conf = dir.path().join("nginx.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "daemon off;\nuser www-data;\nworker_processes 1;\npid {d}/nginx.pid;\n\
+             error_log {d}/error.log;\nevents {{}}\nhttp {{\n  access_log off;\n\
+             client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
+             fastcgi_temp_path {d}/fastcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+             server {{\n    listen 127.0.0.1:{port};\n    location / {{\n\
+             proxy_pass http://unix:{sock}:;\n\
+             proxy_set_header Host $host;\n\
+             proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;\n\
+             proxy_set_header X-Forwarded-Proto https;\n    }}\n  }}\n}}\n",
+            sock = socket.display()
+        ),
+    )
+    .expect("nginx.conf");
+    let mut nginx = Command::new(nginx)
+        .args(["-c", &conf.to_string_lossy(), "-p", &d.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start nginx");
+    let front = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let answer = eventually(Duration::from_secs(10), "nginx to answer", || {
+        let stream = std::net::TcpStream::connect(front).ok()?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        Some(exchange(
+            stream,
+            b"GET /env HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-For: 203.0.113.9\r\n\
+              Connection: close\r\n\r\n",
+        ))
+    });
+    let _ = Command::new("kill")
+        .arg("-QUIT")
+        .arg(nginx.id().to_string())
+        .status();
+    let _ = nginx.wait();
+    assert_eq!(
+        answer.status,
+        200,
+        "{}; nginx's error log:\n{}",
+        String::from_utf8_lossy(&answer.body),
+        std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default()
+    );
+    let vars = &answer.json()["server"];
+    // nginx's $proxy_add_x_forwarded_for: the client's header, then the
+    // peer nginx saw; the right-most hop that is not a trusted proxy is
+    // the client (only the unix socket's peer is trusted here).
+    assert_eq!(
+        vars["HTTP_X_FORWARDED_FOR"], "203.0.113.9, 127.0.0.1",
+        "{vars}"
+    );
+    assert_eq!(vars["REMOTE_ADDR"], "127.0.0.1", "{vars}");
+    assert_eq!(vars["HTTPS"], "on", "{vars}");
+    assert_eq!(vars["SERVER_ADDR"], format!("unix:{}", socket.display()));
+}

@@ -539,6 +539,38 @@ mod tests {
         assert_eq!(alone.document_root, "/srv/r1");
     }
 
+    /// Over a unix socket with its peer trusted (`--trusted-proxy unix:`),
+    /// as nginx's realip with `set_real_ip_from unix:` and
+    /// `real_ip_recursive on` (checked against nginx 1.22): the right-most
+    /// untrusted hop; a last hop that is no address (`unix:`, what a proxy
+    /// itself behind a unix socket appends) leaves `unix:`.
+    #[test]
+    fn a_trusted_unix_peer_forwards_as_nginx_realip_does() {
+        let mut conn = Connection::unix(Path::new("/run/hearth/hearth.sock"), false);
+        conn.trusted = true;
+        let now = SystemTime::UNIX_EPOCH;
+        for (forwarded, remote) in [
+            (None, "unix:"),
+            (Some("203.0.113.9"), "203.0.113.9"),
+            (Some("203.0.113.9, 10.0.0.1"), "203.0.113.9"),
+            (Some("203.0.113.9, unix:"), "unix:"),
+        ] {
+            let mut req = http::Request::get("/");
+            if let Some(forwarded) = forwarded {
+                req = req.header("X-Forwarded-For", forwarded);
+            }
+            let vars = server_vars(&parts(req.body(()).unwrap()), &conn, &info(), None, now);
+            let expected = format!("s:11:\"REMOTE_ADDR\";s:{}:\"{remote}\";", remote.len());
+            assert!(vars.contains(&expected), "{forwarded:?}: {vars}");
+            assert!(vars.contains("s:11:\"REMOTE_PORT\";s:0:\"\";"), "{vars}");
+            assert!(
+                vars.contains("s:11:\"SERVER_ADDR\";s:28:\"unix:/run/hearth/hearth.sock\";"),
+                "{vars}"
+            );
+            assert!(vars.contains("s:11:\"SERVER_PORT\";s:0:\"\";"), "{vars}");
+        }
+    }
+
     #[test]
     fn forwarded_headers_count_only_from_trusted_proxies() {
         let req = http::Request::get("/")
