@@ -844,3 +844,53 @@ fn nginx_in_front_proxies_to_the_unix_socket() {
     assert_eq!(vars["HTTPS"], "on", "{vars}");
     assert_eq!(vars["SERVER_ADDR"], format!("unix:{}", socket.display()));
 }
+
+/// Classic mode with Type=notify: hearth says READY=1 once php-fpm runs,
+/// and only hearth speaks on NOTIFY_SOCKET: php-fpm (Debian's is built
+/// with systemd support) never sees the variable, so its own READY=1 and
+/// status lines never come first or in between.
+#[test]
+fn in_classic_mode_only_hearth_tells_systemd() {
+    let site = classic_site();
+    let dir = support::tempdir();
+    let notify = dir.path().join("notify.sock");
+    let receiver = std::os::unix::net::UnixDatagram::bind(&notify).expect("bind");
+    receiver
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    let next = || {
+        let mut buf = [0u8; 4096];
+        let n = receiver.recv(&mut buf).expect("a notification in time");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let socket = dir.path().join("c.sock");
+    let listen = format!("unix:{}", socket.display());
+    let root = site.path().to_string_lossy().into_owned();
+    let mut cmd = Command::new(support::hearth_bin());
+    cmd.args([
+        "serve",
+        "--root",
+        &root,
+        "--listen",
+        &listen,
+        "--workers",
+        "2",
+    ])
+    .args(as_root())
+    .env("NOTIFY_SOCKET", &notify);
+    let mut server = Hearth::spawn_command(cmd);
+    assert_eq!(next(), "READY=1\nSTATUS=php-fpm started\n");
+    let vars = unix_get(&socket, "/env.php", "").json();
+    assert!(vars.get("NOTIFY_SOCKET").is_none(), "{vars}");
+    let out = support::ctl(&["reload", "--listen", &listen]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(next().starts_with("RELOADING=1\n"));
+    assert_eq!(next(), "READY=1\n");
+    server.signal("TERM");
+    assert_eq!(next(), "STOPPING=1\n");
+    assert_eq!(server.wait_exit(), Some(0));
+}
