@@ -410,7 +410,7 @@ async fn serve(
     let crate::listen::Bound {
         listener,
         addr,
-        _file: socket_file,
+        file: socket_file,
     } = crate::listen::bind(&options.listen, inherited).await?;
     let control = crate::observe::bind_control(&observe, &addr)?;
     let classic = Classic::start(&options, &root, options.classic_options(), &config)

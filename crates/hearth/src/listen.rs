@@ -31,7 +31,7 @@ pub struct Bound {
     /// socket name it.
     pub addr: ListenAddr,
     /// A unix socket's file, removed when this is dropped.
-    pub _file: Option<SocketFile>,
+    pub file: Option<SocketFile>,
 }
 
 /// Binds `listen`, or takes the socket systemd passed instead.
@@ -60,7 +60,7 @@ pub async fn bind(listen: &Listen, inherited: Option<Inherited>) -> anyhow::Resu
         return Ok(Bound {
             listener,
             addr,
-            _file: None,
+            file: None,
         });
     }
     match listen.for_http() {
@@ -72,7 +72,7 @@ pub async fn bind(listen: &Listen, inherited: Option<Inherited>) -> anyhow::Resu
             Ok(Bound {
                 listener: listener.into(),
                 addr,
-                _file: None,
+                file: None,
             })
         }
         ListenAddr::Unix(path) => {
@@ -81,7 +81,7 @@ pub async fn bind(listen: &Listen, inherited: Option<Inherited>) -> anyhow::Resu
             Ok(Bound {
                 listener: tokio::net::UnixListener::from_std(listener)?.into(),
                 addr: ListenAddr::Unix(path),
-                _file: Some(file),
+                file: Some(file),
             })
         }
     }

@@ -340,7 +340,7 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
     let crate::listen::Bound {
         listener,
         addr: _,
-        _file: socket_file,
+        file: socket_file,
     } = bound;
     match (&classic, &setup.mixed) {
         (Some(classic), Some(mixed)) => {
