@@ -894,3 +894,43 @@ fn in_classic_mode_only_hearth_tells_systemd() {
     assert_eq!(next(), "STOPPING=1\n");
     assert_eq!(server.wait_exit(), Some(0));
 }
+
+/// TLS over the unix socket works as over TCP (HTTPS from the
+/// connection, HTTP/2 by ALPN), and plain HTTP on it gets nginx's 400.
+#[test]
+fn tls_over_a_unix_socket() {
+    let made =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("certificate");
+    let dir = support::tempdir();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, made.cert.pem()).expect("write cert");
+    std::fs::write(&key, made.signing_key.serialize_pem()).expect("write key");
+    let socket = dir.path().join("tls.sock");
+    let (cert_arg, key_arg) = (cert.to_string_lossy(), key.to_string_lossy());
+    let _server = start_workers(&socket, &["--tls-cert", &cert_arg, "--tls-key", &key_arg]);
+    let out = support::output_within(
+        Command::new("curl")
+            .args(["-sS", "--http2", "--cacert", &cert_arg, "--unix-socket"])
+            .arg(&socket)
+            .args(["-w", "\n%{http_version}", "https://localhost/env"]),
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (body, version) = text.rsplit_once('\n').expect("the version line");
+    assert_eq!(version, "2");
+    let json: serde_json::Value = serde_json::from_str(body).expect("JSON");
+    let vars = &json["server"];
+    assert_eq!(vars["HTTPS"], "on", "{vars}");
+    assert_eq!(vars["REMOTE_ADDR"], "unix:", "{vars}");
+    assert_eq!(vars["SERVER_ADDR"], format!("unix:{}", socket.display()));
+    let plain = unix_get(&socket, "/env", "");
+    assert_eq!(plain.status, 400);
+    assert!(
+        String::from_utf8_lossy(&plain.body).contains("plain HTTP request was sent to HTTPS port")
+    );
+}
