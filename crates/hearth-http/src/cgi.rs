@@ -73,8 +73,23 @@ impl Connection {
         }
     }
 
+    /// A connection accepted on the unix socket at `path`: what nginx
+    /// gives for a `listen unix:PATH` server, `REMOTE_ADDR=unix:`,
+    /// `SERVER_ADDR=unix:PATH`, and no ports.
+    pub fn unix(path: &std::path::Path, https: bool) -> Connection {
+        Connection {
+            remote_addr: "unix:".to_owned(),
+            remote_port: String::new(),
+            server_addr: format!("unix:{}", path.display()),
+            server_port: String::new(),
+            https,
+            trusted: false,
+        }
+    }
+
     /// The scheme and the port the client connected to, as nginx puts
-    /// them in a redirect it makes (`absolute_redirect on`).
+    /// them in a redirect it makes (`absolute_redirect on`); no port over
+    /// a unix socket.
     pub fn scheme_and_port(&self) -> (&'static str, &str) {
         (if self.https { "https" } else { "http" }, &self.server_port)
     }
@@ -104,12 +119,17 @@ pub(crate) struct ServerInfo {
 }
 
 /// A trusted proxy as configured: a network (`10.0.0.0/8`, `fd00::/8`) or
-/// one address.
-pub fn parse_trusted_proxy(text: &str) -> Result<ipnet::IpNet, String> {
+/// one address; None for `unix:` (nginx's `set_real_ip_from unix:`),
+/// which trusts every peer of a unix socket.
+pub fn parse_trusted_proxy(text: &str) -> Result<Option<ipnet::IpNet>, String> {
     let text = text.trim();
+    if text == "unix:" {
+        return Ok(None);
+    }
     text.parse::<ipnet::IpNet>()
         .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-        .map_err(|_| format!("{text:?} is not an IP address or a network like 10.0.0.0/8"))
+        .map(Some)
+        .map_err(|_| format!("{text:?} is not an IP address, a network like 10.0.0.0/8, or unix:"))
 }
 
 /// Whether `ip` (an IPv4-mapped IPv6 address counts as IPv4) is in one of
@@ -517,6 +537,38 @@ mod tests {
         let alone = Script::describe(Path::new("/srv/r1/worker.php"), None);
         assert_eq!(alone.name, "/worker.php");
         assert_eq!(alone.document_root, "/srv/r1");
+    }
+
+    /// Over a unix socket with its peer trusted (`--trusted-proxy unix:`),
+    /// as nginx's realip with `set_real_ip_from unix:` and
+    /// `real_ip_recursive on` (checked against nginx 1.22): the right-most
+    /// untrusted hop; a last hop that is no address (`unix:`, what a proxy
+    /// itself behind a unix socket appends) leaves `unix:`.
+    #[test]
+    fn a_trusted_unix_peer_forwards_as_nginx_realip_does() {
+        let mut conn = Connection::unix(Path::new("/run/hearth/hearth.sock"), false);
+        conn.trusted = true;
+        let now = SystemTime::UNIX_EPOCH;
+        for (forwarded, remote) in [
+            (None, "unix:"),
+            (Some("203.0.113.9"), "203.0.113.9"),
+            (Some("203.0.113.9, 10.0.0.1"), "203.0.113.9"),
+            (Some("203.0.113.9, unix:"), "unix:"),
+        ] {
+            let mut req = http::Request::get("/");
+            if let Some(forwarded) = forwarded {
+                req = req.header("X-Forwarded-For", forwarded);
+            }
+            let vars = server_vars(&parts(req.body(()).unwrap()), &conn, &info(), None, now);
+            let expected = format!("s:11:\"REMOTE_ADDR\";s:{}:\"{remote}\";", remote.len());
+            assert!(vars.contains(&expected), "{forwarded:?}: {vars}");
+            assert!(vars.contains("s:11:\"REMOTE_PORT\";s:0:\"\";"), "{vars}");
+            assert!(
+                vars.contains("s:11:\"SERVER_ADDR\";s:28:\"unix:/run/hearth/hearth.sock\";"),
+                "{vars}"
+            );
+            assert!(vars.contains("s:11:\"SERVER_PORT\";s:0:\"\";"), "{vars}");
+        }
     }
 
     #[test]

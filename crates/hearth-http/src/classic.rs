@@ -257,7 +257,7 @@ fn absolute(path: &[u8], parts: &Parts, conn: &Connection, server_name: &str) ->
         .unwrap_or(server_name)
         .to_ascii_lowercase();
     let (scheme, port) = conn.scheme_and_port();
-    let default = matches!((scheme, port), ("http", "80") | ("https", "443"));
+    let default = port.is_empty() || matches!((scheme, port), ("http", "80") | ("https", "443"));
     let mut url = format!("{scheme}://{host}").into_bytes();
     if !default {
         url.push(b':');

@@ -23,6 +23,9 @@ pub struct ServeConfig {
     /// a request from one of them gets the client's address as
     /// `REMOTE_ADDR`, and `HTTPS=on` when the client used https.
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// Every peer of a unix socket is a trusted proxy (`--trusted-proxy
+    /// unix:`, nginx's `set_real_ip_from unix:`).
+    pub trust_unix_peers: bool,
     /// Compress responses on the fly (gzip, brotli) for clients that
     /// accept it: static files, and whole PHP responses.
     pub compression: bool,
@@ -118,6 +121,7 @@ impl ServeConfig {
         ServeConfig {
             server_name: "localhost".into(),
             trusted_proxies: Vec::new(),
+            trust_unix_peers: false,
             compression: true,
             server_software: concat!("hearth/", env!("CARGO_PKG_VERSION")).into(),
             max_body_size: 8 << 20,

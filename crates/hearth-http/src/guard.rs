@@ -35,6 +35,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 use crate::framing::{Framer, Limits, Phase, Refusal, Step};
+use crate::listener::Peer;
 use crate::target::{self, RawTarget};
 
 /// What hyper parses in place of a refused head.
@@ -198,7 +199,7 @@ pub(crate) struct GuardedIo<T> {
     framer: Framer,
     shared: Arc<Shared>,
     timeouts: Timeouts,
-    remote: std::net::SocketAddr,
+    remote: Peer,
     /// Bytes read from the socket and not yet handed to hyper.
     buf: BytesMut,
     /// How many bytes at the front of `buf` may go to hyper.
@@ -239,7 +240,7 @@ impl<T> GuardedIo<T> {
         limits: Limits,
         timeouts: Timeouts,
         shared: Arc<Shared>,
-        remote: std::net::SocketAddr,
+        remote: Peer,
     ) -> GuardedIo<T> {
         let now = Instant::now();
         GuardedIo {

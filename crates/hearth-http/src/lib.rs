@@ -47,6 +47,8 @@
 //! - `fuzzing`: the framer opened to the fuzz target (feature `fuzzing`).
 //! - `framing`: where each HTTP/1.1 request begins and ends, without I/O.
 //! - `target`: the request target as nginx takes it.
+//! - `listener`: the listening socket, TCP or unix, and the connections
+//!   it accepts.
 //! - `tls`: the certificate and the rustls settings.
 //! - `throttle`: log lines a client can cause, at most one per interval.
 
@@ -64,6 +66,7 @@ mod framing;
 pub mod fuzzing;
 mod guard;
 mod h2;
+mod listener;
 mod metrics;
 mod mixed;
 mod observe;
@@ -82,6 +85,7 @@ pub use access_log::{AccessLog, AccessLogFormat};
 pub use cgi::{parse_trusted_proxy, Script};
 pub use classic::ClassicSite;
 pub use config::ServeConfig;
+pub use listener::{ListenAddr, Listener};
 pub use metrics::{Metrics, PoolReport, PoolSnapshot};
 pub use mixed::{Area, MixedSite};
 pub use observe::{Observed, Observer};

@@ -8,18 +8,17 @@
 //! which hyper's h2 enforces.
 
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _, ReadBuf};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
+use crate::listener::{Peer, Socket};
 use crate::tls::ALPN_H2;
 
 /// The first bytes an HTTP/2 client sends (RFC 9113, 3.4).
@@ -57,8 +56,10 @@ pub(crate) struct Negotiation {
 /// A connection's byte stream, once TLS (if any) is set up.
 #[derive(Debug)]
 pub(crate) enum Stream {
-    Plain(Prefixed<TcpStream>),
-    Tls(Box<TlsStream<TcpStream>>),
+    Plain(Prefixed<Socket>),
+    /// The TLS stream over the socket with the first byte read back in
+    /// front (read to tell TLS from plain HTTP: a unix socket cannot peek).
+    Tls(Box<TlsStream<Prefixed<Socket>>>),
 }
 
 /// Sets up a new connection: the TLS handshake, or the sniffing of an h2c
@@ -66,9 +67,9 @@ pub(crate) enum Stream {
 /// (closed, timed out, failed handshake, plain HTTP on the TLS port): it
 /// has been dealt with and logged.
 pub(crate) async fn negotiate(
-    stream: TcpStream,
+    mut stream: Socket,
     how: &Negotiation,
-    remote: SocketAddr,
+    remote: Peer,
 ) -> Option<(Stream, Protocol)> {
     let Some(acceptor) = &how.tls else {
         if !how.h2c {
@@ -91,7 +92,7 @@ pub(crate) async fn negotiate(
     };
     let handshake = async {
         let mut first = [0u8; 1];
-        if stream.peek(&mut first).await? == 0 {
+        if stream.read(&mut first).await? == 0 {
             return Ok(None);
         }
         if first[0] != TLS_HANDSHAKE {
@@ -99,6 +100,7 @@ pub(crate) async fn negotiate(
             refuse_plain(stream).await;
             return Ok(None);
         }
+        let stream = Prefixed::new(stream, Bytes::copy_from_slice(&first));
         let tls = acceptor.accept(stream).await?;
         let protocol = match tls.get_ref().1.alpn_protocol() {
             Some(ALPN_H2) => Protocol::Http2,
@@ -122,7 +124,7 @@ pub(crate) async fn negotiate(
 /// Reads as much of the HTTP/2 preface as the client sends, stopping at
 /// the first byte that differs; what was read is replayed to whichever
 /// protocol takes the connection.
-async fn sniff_preface(mut stream: TcpStream) -> io::Result<(Prefixed<TcpStream>, Protocol)> {
+async fn sniff_preface<S: AsyncRead + Unpin>(mut stream: S) -> io::Result<(Prefixed<S>, Protocol)> {
     let mut buf = [0u8; PREFACE.len()];
     let mut len = 0;
     while len < PREFACE.len() {
@@ -143,7 +145,7 @@ async fn sniff_preface(mut stream: TcpStream) -> io::Result<(Prefixed<TcpStream>
 /// Answers plain HTTP on the TLS port with a 400, as nginx does, then
 /// reads what the client still sends for a moment, so that closing does
 /// not reset the connection before the client has read the answer.
-async fn refuse_plain(mut stream: TcpStream) {
+async fn refuse_plain(mut stream: Socket) {
     if stream.write_all(PLAIN_ON_TLS_PORT).await.is_err() || stream.shutdown().await.is_err() {
         return;
     }
@@ -279,6 +281,7 @@ impl AsyncWrite for Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::net::TcpStream;
 
     #[test]
     fn the_plain_http_answer_announces_its_length() {

@@ -15,7 +15,6 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::cgi::{self, Connection};
@@ -24,6 +23,7 @@ use crate::config::ServeConfig;
 use crate::framing::Limits;
 use crate::guard::{self, GuardedIo, Timeouts, Tracked};
 use crate::h2::Http2;
+use crate::listener::{Listener, Peer, Socket};
 use crate::mixed::{Decision, MixedSite};
 use crate::observe::{Observed, Record, WorkerPid};
 use crate::protocol::{self, Negotiation, Protocol};
@@ -62,33 +62,47 @@ struct App {
 /// accepting, lets in-flight requests finish within the grace period, and
 /// returns. The pool is left running; the caller stops it.
 pub async fn serve(
-    listener: TcpListener,
+    listener: impl Into<Listener>,
     pool: Pool,
     config: ServeConfig,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let workers = pool.config().workers;
-    serve_app(listener, Backend::Workers(pool), workers, config, shutdown).await
+    serve_app(
+        listener.into(),
+        Backend::Workers(pool),
+        workers,
+        config,
+        shutdown,
+    )
+    .await
 }
 
 /// Serves a classic site (see [`ClassicSite`]) as [`serve`] serves a
 /// worker pool: the same protocols, limits, timeouts and shutdown. The
 /// php-fpm pool is left running; the caller stops it.
 pub async fn serve_classic(
-    listener: TcpListener,
+    listener: impl Into<Listener>,
     site: Arc<ClassicSite>,
     config: ServeConfig,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
     let children = site.children();
-    serve_app(listener, Backend::Classic(site), children, config, shutdown).await
+    serve_app(
+        listener.into(),
+        Backend::Classic(site),
+        children,
+        config,
+        shutdown,
+    )
+    .await
 }
 
 /// Serves a mixed site (see [`MixedSite`]): the front controller's
 /// requests go to `pool`, the other scripts' to the site's php-fpm pool.
 /// Both pools are left running; the caller stops them.
 pub async fn serve_mixed(
-    listener: TcpListener,
+    listener: impl Into<Listener>,
     pool: Pool,
     site: Arc<MixedSite>,
     config: ServeConfig,
@@ -96,7 +110,7 @@ pub async fn serve_mixed(
 ) -> std::io::Result<()> {
     let workers = pool.config().workers.max(site.site().children());
     serve_app(
-        listener,
+        listener.into(),
         Backend::Mixed(pool, site),
         workers,
         config,
@@ -106,7 +120,7 @@ pub async fn serve_mixed(
 }
 
 async fn serve_app(
-    listener: TcpListener,
+    listener: Listener,
     backend: Backend,
     workers: usize,
     config: ServeConfig,
@@ -164,6 +178,11 @@ async fn serve_app(
     // Connection tasks, so that those still open when the grace period
     // ends can be closed.
     let mut connections = tokio::task::JoinSet::new();
+    // `SERVER_ADDR` over a unix socket: `unix:` and its path.
+    let unix_path = match listener.local_addr() {
+        Ok(crate::listener::ListenAddr::Unix(path)) => path,
+        _ => std::path::PathBuf::new(),
+    };
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -179,13 +198,20 @@ async fn serve_app(
                         continue;
                     }
                 };
-                let _ = stream.set_nodelay(true);
-                let local = match stream.local_addr() {
-                    Ok(local) => local,
-                    Err(_) => continue,
+                let https = config.tls.is_some();
+                let conn = match (&stream, remote) {
+                    (Socket::Tcp(tcp), Peer::Tcp(remote)) => {
+                        let Ok(local) = tcp.local_addr() else { continue };
+                        let mut conn = Connection::new(remote, local, https);
+                        conn.trusted = cgi::is_trusted(&config.trusted_proxies, remote.ip());
+                        conn
+                    }
+                    _ => {
+                        let mut conn = Connection::unix(&unix_path, https);
+                        conn.trusted = config.trust_unix_peers;
+                        conn
+                    }
                 };
-                let mut conn = Connection::new(remote, local, config.tls.is_some());
-                conn.trusted = cgi::is_trusted(&config.trusted_proxies, remote.ip());
                 let conn = Arc::new(conn);
                 let turns = Arc::new(tokio::sync::Semaphore::new(app.connection_workers));
                 let app = app.clone();
@@ -204,8 +230,10 @@ async fn serve_app(
                             req.extensions_mut().insert(target);
                         }
                         req.extensions_mut().insert(shared);
-                        let (ip, port) = conn.remote();
-                        let what = format!("{} {} from {ip}:{port}", req.method(), req.uri().path());
+                        let what = match conn.remote() {
+                            (ip, "") => format!("{} {} from {ip}", req.method(), req.uri().path()),
+                            (ip, port) => format!("{} {} from {ip}:{port}", req.method(), req.uri().path()),
+                        };
                         let response = handle(req, app, conn, turns).await?;
                         Ok(response.map(|b| Tracked::new(Watched::new(b, what), in_flight)))
                     }
@@ -281,7 +309,7 @@ static TURNS_OUT: Throttle = Throttle::new(ABUSE_LOG_EVERY);
 /// that went away) and logged at debug; an HTTP/2 connection closed for
 /// abuse is a warning, at most one every [`ABUSE_LOG_EVERY`], which says
 /// how many were left out.
-fn connection_error(remote: std::net::SocketAddr, e: &hyper::Error) {
+fn connection_error(remote: Peer, e: &hyper::Error) {
     let reason = {
         let mut source = std::error::Error::source(e);
         let mut reason = None;
@@ -311,11 +339,11 @@ fn connection_error(remote: std::net::SocketAddr, e: &hyper::Error) {
 /// Takes a connection slot, then a connection. With every slot taken,
 /// nothing is accepted: new connections wait in the listen backlog.
 async fn accept(
-    listener: &TcpListener,
+    listener: &Listener,
     slots: &Arc<tokio::sync::Semaphore>,
 ) -> (
     Option<tokio::sync::OwnedSemaphorePermit>,
-    std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)>,
+    std::io::Result<(Socket, Peer)>,
 ) {
     let slot = match slots.clone().try_acquire_owned() {
         Ok(slot) => Some(slot),

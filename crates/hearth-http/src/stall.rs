@@ -22,7 +22,6 @@
 
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
@@ -32,6 +31,7 @@ use hyper::body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
+use crate::listener::Peer;
 use crate::metrics::Metrics;
 use crate::throttle::{self, Throttle};
 
@@ -197,7 +197,7 @@ pub(crate) struct WriteTimeout<T> {
     sleep: Pin<Box<Sleep>>,
     /// Since when writes have been blocked.
     blocked: Option<Instant>,
-    remote: SocketAddr,
+    remote: Peer,
     metrics: Option<Arc<Metrics>>,
 }
 
@@ -205,7 +205,7 @@ impl<T> WriteTimeout<T> {
     pub fn new(
         inner: T,
         timeout: Duration,
-        remote: SocketAddr,
+        remote: Peer,
         metrics: Option<Arc<Metrics>>,
     ) -> WriteTimeout<T> {
         WriteTimeout {
@@ -314,7 +314,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_write_blocked_for_the_timeout_fails() {
         let (near, mut far) = tokio::io::duplex(1024);
-        let remote = "127.0.0.1:1".parse().expect("address");
+        let remote = Peer::Tcp("127.0.0.1:1".parse().expect("address"));
         let mut io = WriteTimeout::new(near, Duration::from_secs(5), remote, None);
         let started = Instant::now();
         let err = io.write_all(&[0u8; 4096]).await.expect_err("blocked");

@@ -13,7 +13,6 @@ use hearth_fpm::fastcgi;
 use hearth_fpm::pool::{Config as FpmConfig, IniSetting, Pool as FpmPool, ProcessManager};
 use hearth_http::ClassicSite;
 use serde_json::{json, Value};
-use tokio::net::TcpListener;
 
 use crate::control::{ControlState, Engine};
 
@@ -369,7 +368,10 @@ pub(crate) fn fpm_config(options: &ServeOptions) -> anyhow::Result<FpmConfig> {
     })
 }
 
-pub fn run(options: ServeOptions) -> anyhow::Result<()> {
+pub fn run(
+    options: ServeOptions,
+    inherited: Option<crate::systemd::Inherited>,
+) -> anyhow::Result<()> {
     let threads = options.threads();
     let runtime = if threads == 1 {
         tokio::runtime::Builder::new_current_thread()
@@ -382,10 +384,13 @@ pub fn run(options: ServeOptions) -> anyhow::Result<()> {
             .thread_name("hearth")
             .build()?
     };
-    runtime.block_on(serve(options))
+    runtime.block_on(serve(options, inherited))
 }
 
-async fn serve(options: ServeOptions) -> anyhow::Result<()> {
+async fn serve(
+    options: ServeOptions,
+    inherited: Option<crate::systemd::Inherited>,
+) -> anyhow::Result<()> {
     let given = options.root.clone().unwrap_or_default();
     let root = std::path::absolute(&given)
         .with_context(|| format!("document root {}", given.display()))?;
@@ -402,11 +407,12 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let http = options.serve_config(tls);
     let observe = crate::observe::ObserveSetup::from_options(&options);
 
-    let listener = TcpListener::bind(options.listen.0)
-        .await
-        .with_context(|| format!("cannot listen on {}", options.listen.0))?;
-    let addr = listener.local_addr()?;
-    let control = crate::observe::bind_control(&observe, addr)?;
+    let crate::listen::Bound {
+        listener,
+        addr,
+        file: socket_file,
+    } = crate::listen::bind(&options.listen, inherited).await?;
+    let control = crate::observe::bind_control(&observe, &addr)?;
     let classic = Classic::start(&options, &root, options.classic_options(), &config)
         .await
         .context("classic mode")?;
@@ -446,7 +452,7 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let observing = match crate::observe::start(
         &observe,
         control,
-        addr,
+        addr.clone(),
         Engine::Classic(classic.clone()),
     )
     .await
@@ -458,6 +464,7 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         }
     };
     tokio::spawn(reload_on_hangup(classic.clone()));
+    crate::systemd::ready("php-fpm started");
     if options.watch {
         let given = options.watch_dir.clone().unwrap_or_else(|| root.clone());
         tokio::spawn(reload_on_change(classic.clone(), given));
@@ -469,6 +476,7 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
     let shutdown = async move {
         crate::serve::shutdown_signal_then(stop, "php-fpm", move || killer.kill_now()).await;
         stopping.store(true, std::sync::atomic::Ordering::Release);
+        crate::systemd::stopping();
     };
     let served = hearth_http::serve_classic(
         listener,
@@ -480,6 +488,7 @@ async fn serve(options: ServeOptions) -> anyhow::Result<()> {
         shutdown,
     )
     .await;
+    drop(socket_file);
     classic.stop(options.stop_timeout.0).await;
     drop(observing);
     if let Some(why) = classic.gave_up() {
@@ -518,6 +527,7 @@ async fn reload_on_change(classic: Arc<Classic>, given: std::path::PathBuf) {
         tokio::time::sleep(Duration::from_millis(200)).await;
         while rx.try_recv().is_ok() {}
         tracing::info!("{why}: reloading php-fpm");
+        let _reloading = crate::systemd::Reloading::begin();
         let _ = classic.reload().await;
     }
 }
@@ -534,6 +544,7 @@ async fn reload_on_hangup(classic: Arc<Classic>) {
     };
     while hup.recv().await.is_some() {
         tracing::info!("SIGHUP received: reloading php-fpm");
+        let _reloading = crate::systemd::Reloading::begin();
         let _ = classic.reload().await;
     }
 }

@@ -8,7 +8,6 @@
 //! exits, so that a client can wait for the end of the shutdown by
 //! reading to end of file.
 
-use std::net::SocketAddr;
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,12 +25,14 @@ use tokio::sync::Notify;
 const MAX_REQUEST: u64 = 4096;
 
 /// The default control socket of a server listening on `listen`, in
-/// [`default_dir`]. With `create`, makes the directory (mode 0700) if it
+/// [`default_dir`]: `ADDR.sock` (`127.0.0.1:8080.sock`), or for a unix
+/// socket its path with `/` as `-` (`unix:run-hearth-hearth.sock.sock` for
+/// `unix:/run/hearth/hearth.sock`). With `create`, makes the directory (mode 0700) if it
 /// is missing. Either way, a directory that is there must be this user's
 /// own, which nobody else can write to ([`check_private`]): in `/tmp`,
 /// another user could have made it first, to keep the server from
 /// starting or to put a socket of their own in its place.
-pub fn default_path(listen: SocketAddr, create: bool) -> anyhow::Result<PathBuf> {
+pub fn default_path(listen: &hearth_http::ListenAddr, create: bool) -> anyhow::Result<PathBuf> {
     let dir = default_dir();
     if create {
         use std::os::unix::fs::DirBuilderExt as _;
@@ -52,7 +53,16 @@ pub fn default_path(listen: SocketAddr, create: bool) -> anyhow::Result<PathBuf>
             return Err(e).with_context(|| format!("control socket directory {}", dir.display()))
         }
     }
-    Ok(dir.join(format!("{listen}.sock")))
+    let name = match listen {
+        hearth_http::ListenAddr::Tcp(addr) => format!("{addr}.sock"),
+        hearth_http::ListenAddr::Unix(path) => format!(
+            "unix:{}.sock",
+            path.to_string_lossy()
+                .trim_start_matches('/')
+                .replace('/', "-")
+        ),
+    };
+    Ok(dir.join(name))
 }
 
 /// The directory of default control sockets: `/run/hearth` for root (where
@@ -239,7 +249,7 @@ pub enum Engine {
 pub struct ControlState {
     pub engine: Engine,
     /// The address the server listens on.
-    pub listen: SocketAddr,
+    pub listen: hearth_http::ListenAddr,
     pub started: Instant,
     /// Notified by `stop`: the same graceful shutdown as SIGTERM.
     pub stop: Arc<Notify>,
@@ -257,6 +267,8 @@ async fn connection(stream: UnixStream, state: Arc<ControlState>) {
     let command = serde_json::from_str::<Value>(&line)
         .ok()
         .and_then(|v| v.get("command").and_then(Value::as_str).map(str::to_owned));
+    // systemd hears of a reload (RELOADING=1, then READY=1 when done).
+    let _reloading = (command.as_deref() == Some("reload")).then(crate::systemd::Reloading::begin);
     let (answer, then_wait) = match (command.as_deref(), &state.engine) {
         (Some("status"), Engine::Classic(classic)) => (
             json!({"ok": true, "status": classic.status(&state).await}),

@@ -2,7 +2,6 @@
 //! server's control socket (see `control.rs` for the protocol).
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,10 +12,10 @@ use serde_json::Value;
 /// Which server to talk to.
 #[derive(Debug, clap::Args)]
 pub struct Target {
-    /// The address the server listens on; finds its default control socket
-    /// [default: 127.0.0.1:8080]
+    /// The address the server listens on (IP:PORT or unix:PATH); finds its
+    /// default control socket [default: 127.0.0.1:8080]
     #[arg(long, short)]
-    listen: Option<SocketAddr>,
+    listen: Option<crate::options::values::Listen>,
     /// The server's control socket, as given to `hearth serve --control-socket`
     #[arg(long, value_name = "PATH", conflicts_with = "listen")]
     control_socket: Option<PathBuf>,
@@ -36,8 +35,10 @@ impl Target {
         match &self.control_socket {
             Some(path) => Ok(path.clone()),
             None => crate::control::default_path(
-                self.listen
-                    .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8080))),
+                &self.listen.as_ref().map_or(
+                    hearth_http::ListenAddr::Tcp(([127, 0, 0, 1], 8080).into()),
+                    |l| l.for_http(),
+                ),
                 false,
             ),
         }

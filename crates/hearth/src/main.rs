@@ -14,10 +14,12 @@ mod assets;
 mod classic;
 mod control;
 mod ctl;
+mod listen;
 mod observe;
 mod options;
 mod run;
 mod serve;
+mod systemd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -57,7 +57,10 @@ pub struct Observing {
 
 /// Binds the control socket (before the pool starts, so that a second
 /// server on the same address fails at once).
-pub fn bind_control(setup: &ObserveSetup, listen: SocketAddr) -> anyhow::Result<ControlSocket> {
+pub fn bind_control(
+    setup: &ObserveSetup,
+    listen: &hearth_http::ListenAddr,
+) -> anyhow::Result<ControlSocket> {
     let path = match &setup.control_socket {
         Some(path) => path.clone(),
         None => crate::control::default_path(listen, true)?,
@@ -70,7 +73,7 @@ pub fn bind_control(setup: &ObserveSetup, listen: SocketAddr) -> anyhow::Result<
 pub async fn start(
     setup: &ObserveSetup,
     control: ControlSocket,
-    listen: SocketAddr,
+    listen: hearth_http::ListenAddr,
     engine: Engine,
 ) -> anyhow::Result<Observing> {
     let stop = Arc::new(Notify::new());

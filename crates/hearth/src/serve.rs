@@ -2,7 +2,6 @@
 //! root, the certificate, the workers' user) into one setup, then the pool
 //! and the HTTP front wired together.
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,14 +9,15 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use hearth_http::ServeConfig;
 use hearth_pool::{Pool, PoolConfig};
-use tokio::net::TcpListener;
 
 use crate::options::ServeOptions;
 
 /// Everything `hearth serve` needs, resolved.
 #[derive(Debug)]
 struct Setup {
-    listen: SocketAddr,
+    listen: crate::options::values::Listen,
+    /// The listening socket systemd passed, if it did.
+    inherited: Option<crate::systemd::Inherited>,
     threads: usize,
     pool: PoolConfig,
     http: ServeConfig,
@@ -121,7 +121,8 @@ fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
         mixed,
         observe,
         watch,
-        listen: options.listen.0,
+        listen: options.listen.clone(),
+        inherited: None,
         threads: options.threads(),
         pool,
         http,
@@ -204,10 +205,14 @@ fn front_controller(real_script: &Path, real_root: &Path) -> String {
 }
 
 pub fn run(options: ServeOptions) -> anyhow::Result<()> {
+    // Before any thread or child process: it takes variables out of the
+    // environment.
+    let inherited = crate::systemd::take()?;
     if options.script.is_none() && options.root.is_some() {
-        return crate::classic::run(options);
+        return crate::classic::run(options, inherited);
     }
-    let setup = resolve(options)?;
+    let mut setup = resolve(options)?;
+    setup.inherited = inherited;
     let runtime = if setup.threads == 1 {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -222,16 +227,14 @@ pub fn run(options: ServeOptions) -> anyhow::Result<()> {
     runtime.block_on(serve(setup))
 }
 
-async fn serve(setup: Setup) -> anyhow::Result<()> {
-    let listener = TcpListener::bind(setup.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", setup.listen))?;
-    let addr = listener.local_addr()?;
-    let control = crate::observe::bind_control(&setup.observe, addr)?;
+async fn serve(mut setup: Setup) -> anyhow::Result<()> {
+    let bound = crate::listen::bind(&setup.listen, setup.inherited.take()).await?;
+    let addr = bound.addr.clone();
+    let control = crate::observe::bind_control(&setup.observe, &addr)?;
     let pool = Pool::start(setup.pool.clone()).await?;
     let php = pool.php();
     tracing::info!(
-        "hearth {} starting {} on {}://{addr} with {} ({} {}, {}, {})",
+        "hearth {} starting {} on {}://{} with {} ({} {}, {}, {})",
         env!("CARGO_PKG_VERSION"),
         if setup.demo {
             "the built-in demo".to_owned()
@@ -249,6 +252,7 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         } else {
             "http"
         },
+        addr,
         if setup.pool.min_workers < setup.pool.workers {
             format!(
                 "{} to {} workers",
@@ -286,7 +290,8 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         Some(classic) => crate::control::Engine::Mixed(pool.clone(), classic.clone()),
         None => crate::control::Engine::Workers(pool.clone()),
     };
-    let observing = match crate::observe::start(&setup.observe, control, addr, engine).await {
+    let observing = match crate::observe::start(&setup.observe, control, addr.clone(), engine).await
+    {
         Ok(observing) => observing,
         Err(e) => {
             stop_both(&pool, classic.as_deref(), &setup).await;
@@ -326,11 +331,17 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
             }
         }
         stopping.store(true, std::sync::atomic::Ordering::Release);
+        crate::systemd::stopping();
     };
     let http = ServeConfig {
         observer: observing.observer.clone(),
         ..setup.http.clone()
     };
+    let crate::listen::Bound {
+        listener,
+        addr: _,
+        file: socket_file,
+    } = bound;
     match (&classic, &setup.mixed) {
         (Some(classic), Some(mixed)) => {
             let site = hearth_http::MixedSite::new(
@@ -343,6 +354,8 @@ async fn serve(setup: Setup) -> anyhow::Result<()> {
         }
         _ => hearth_http::serve(listener, pool.clone(), http, shutdown).await?,
     }
+    // Removes a unix socket's file.
+    drop(socket_file);
     stop_both(&pool, classic.as_deref(), &setup).await;
     if let Some(why) = classic.as_ref().and_then(|c| c.gave_up()) {
         drop(observing);
@@ -427,6 +440,7 @@ async fn report_readiness(pool: Pool, wanted: usize) {
                 said = Some(now);
             } else if ready == wanted {
                 tracing::info!("{ready} of {} ready", plural(wanted, "worker"));
+                crate::systemd::ready(&format!("{ready} of {} ready", plural(wanted, "worker")));
                 said = Some(now);
             }
         }
@@ -527,6 +541,7 @@ async fn reloader(
         } else {
             tracing::info!("{why}: reloading the workers");
         }
+        let _reloading = crate::systemd::Reloading::begin();
         match pool.reload().await {
             Ok(paths) => {
                 tracing::info!("reload done: every worker runs {}", paths.script.display());

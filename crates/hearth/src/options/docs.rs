@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use clap::{Arg, Args as _, CommandFactory as _};
 use serde_json::Value;
 
-use super::values::{Address, EnvVar, Proxy, RouteRule, Seconds, Size};
+use super::values::{Address, EnvVar, Listen, Proxy, RouteRule, Seconds, Size};
 use super::{default_of, is_switch, CommandLine, RunOptions, Section, ServeOptions};
 
 /// Every generated block: the doc it is in, its name, its text.
@@ -218,8 +218,10 @@ fn type_of(arg: Option<&Arg>, default: &Value) -> String {
         "duration".to_owned()
     } else if parser == TypeId::of::<Address>() {
         "string `\"IP:PORT\"`".to_owned()
+    } else if parser == TypeId::of::<Listen>() {
+        "string `\"IP:PORT\"` or `\"unix:PATH\"`".to_owned()
     } else if parser == TypeId::of::<Proxy>() {
-        "string (address or network)".to_owned()
+        "string (address, network or `unix:`)".to_owned()
     } else if parser == TypeId::of::<bool>() {
         "boolean".to_owned()
     } else if parser == TypeId::of::<PathBuf>() {
@@ -319,7 +321,7 @@ mod tests {
     fn tables_have_a_row_per_option() {
         let table = options_table::<ServeOptions>();
         for row in [
-            "| `-l`, `--listen` `IP:PORT` | `listen` | `127.0.0.1:8080` |",
+            "| `-l`, `--listen` `ADDR` | `listen` | `127.0.0.1:8080` |",
             "| `--max-queue` `N` | `max_queue` | `1024` |",
             "| `--no-compression` | `compression = false` | off |",
             "| `-w`, `--workers`, `--max-workers` `N` | `workers` | one per CPU |",

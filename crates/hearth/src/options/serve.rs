@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::values::{
     self, AccessLogChoice, Address, ClassicChoice, EnvVar, ExtensionChoice, Fallback, IndexFiles,
-    Proxy, RouteRule, Seconds, Size,
+    Listen, Proxy, RouteRule, Seconds, Size,
 };
 use super::{Fault, Origins, Section};
 
@@ -26,9 +26,11 @@ pub struct ServeOptions {
     /// [default: the built-in demo]
     #[arg(value_name = "SCRIPT")]
     pub script: Option<PathBuf>,
-    /// Address to listen on: an IP address and port, not a host name
-    #[arg(long, short, value_name = "IP:PORT")]
-    pub listen: Address,
+    /// Address to listen on: IP:PORT (an IP address, not a host name), or
+    /// unix:PATH, a unix socket (mode 0666, as nginx makes its own) for a proxy on
+    /// the same host
+    #[arg(long, short, value_name = "ADDR")]
+    pub listen: Listen,
     /// PEM certificate chain: serve HTTPS (HTTP/2 and HTTP/1.1, by ALPN) instead
     /// of plain HTTP; needs --tls-key
     #[arg(long, value_name = "PATH")]
@@ -184,8 +186,9 @@ pub struct ServeOptions {
     #[arg(long, value_name = "DIR", requires = "watch")]
     #[serde(skip)]
     pub watch_dir: Option<PathBuf>,
-    /// A proxy (address or network) whose X-Forwarded-For and X-Forwarded-Proto
-    /// are believed: REMOTE_ADDR and HTTPS then describe the client (repeatable)
+    /// A proxy (address or network, or unix: for any peer of a unix socket) whose
+    /// X-Forwarded-For and X-Forwarded-Proto are believed: REMOTE_ADDR and HTTPS
+    /// then describe the client (repeatable)
     #[arg(long = "trusted-proxy", value_name = "CIDR")]
     pub trusted_proxies: Vec<Proxy>,
     /// Run workers as this user (name, UID or UID:GID). Required when Hearth runs
@@ -238,7 +241,7 @@ impl Default for ServeOptions {
     fn default() -> ServeOptions {
         ServeOptions {
             script: None,
-            listen: Address(([127, 0, 0, 1], 8080).into()),
+            listen: Listen::Tcp(([127, 0, 0, 1], 8080).into()),
             tls_cert: None,
             tls_key: None,
             h2c: false,
@@ -321,6 +324,11 @@ impl Section for ServeOptions {
     }
 
     fn paths_from_file(&mut self, dir: &Path) {
+        if let Listen::Unix(path) = &mut self.listen {
+            if path.is_relative() {
+                *path = dir.join(&*path);
+            }
+        }
         if let ExtensionChoice::Path(path) = &mut self.php_extension {
             if path.is_relative() {
                 *path = dir.join(&*path);
@@ -548,7 +556,8 @@ impl ServeOptions {
     pub fn serve_config(&self, tls: Option<TlsConfig>) -> ServeConfig {
         let mut http = ServeConfig::new();
         http.server_name.clone_from(&self.server_name);
-        http.trusted_proxies = self.trusted_proxies.iter().map(|p| p.0).collect();
+        http.trusted_proxies = self.trusted_proxies.iter().filter_map(|p| p.0).collect();
+        http.trust_unix_peers = self.trusted_proxies.iter().any(|p| p.0.is_none());
         http.compression = self.compression;
         http.max_body_size = self.max_body_size.0;
         http.body_buffer_size = self.body_buffer_size.as_usize();

@@ -177,7 +177,7 @@ fn paths_in_the_file_are_relative_to_it() {
         &config,
         "[serve]\nscript = \"app/worker.php\"\ntls_cert = \"certs/site.pem\"\ntls_key = \"/k/site.key\"\n\
          root = \"public\"\ncontrol_socket = \"run/hearth.sock\"\naccess_log_file = \"log/access.log\"\n\
-         php = \"php-cgi8.2\"\n[run]\nphp_bootstrap = \"app/bootstrap.php\"\n",
+         php = \"php-cgi8.2\"\nlisten = \"unix:run/http.sock\"\n[run]\nphp_bootstrap = \"app/bootstrap.php\"\n",
     )
     .unwrap();
     let config = config.display().to_string();
@@ -199,6 +199,10 @@ fn paths_in_the_file_are_relative_to_it() {
     );
     assert_eq!(o.control_socket, at("run/hearth.sock"));
     assert_eq!(o.access_log_file, at("log/access.log"));
+    assert_eq!(
+        o.listen,
+        crate::options::values::Listen::Unix(dir.path().join("run/http.sock"))
+    );
     assert_eq!(
         o.php,
         PathBuf::from("php-cgi8.2"),
@@ -469,7 +473,7 @@ fn help_shows_value_kinds_and_defaults() {
                 "[default: 30s]",
                 "--max-body-size <SIZE>",
                 "[default: 8M]",
-                "--listen <IP:PORT>",
+                "--listen <ADDR>",
                 "[default: 127.0.0.1:8080]",
                 "[default: php-cgi]",
                 "[default: off] [possible values: off, common, json]",

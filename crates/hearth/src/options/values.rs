@@ -165,6 +165,68 @@ impl fmt::Display for Address {
     }
 }
 
+/// Where `hearth serve` listens: an IP address and port like [`Address`],
+/// or `unix:PATH`, a unix socket (nginx's `listen unix:PATH`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Tcp(SocketAddr),
+    Unix(std::path::PathBuf),
+}
+
+/// The longest path a unix socket address holds (`sun_path` is 108 bytes
+/// on Linux, with its terminating NUL).
+pub const MAX_UNIX_PATH: usize = 107;
+
+impl Listen {
+    /// The HTTP front's address; a relative socket path is made absolute
+    /// (from the working directory).
+    pub fn for_http(&self) -> hearth_http::ListenAddr {
+        match self {
+            Listen::Tcp(addr) => hearth_http::ListenAddr::Tcp(*addr),
+            Listen::Unix(path) => hearth_http::ListenAddr::Unix(
+                std::path::absolute(path).unwrap_or_else(|_| path.clone()),
+            ),
+        }
+    }
+}
+
+impl std::str::FromStr for Listen {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Listen, String> {
+        let s = s.trim();
+        let Some(path) = s.strip_prefix("unix:") else {
+            return s.parse::<Address>().map(|a| Listen::Tcp(a.0)).map_err(|_| {
+                format!(
+                    "{s:?} is not an IP address and port like 127.0.0.1:8080 or [::]:8080, \
+                     nor unix:PATH"
+                )
+            });
+        };
+        if path.is_empty() {
+            return Err("unix: needs the socket's path, like unix:/run/hearth/hearth.sock".into());
+        }
+        if path.ends_with('/') {
+            return Err(format!("{s:?}: the socket's path names a directory"));
+        }
+        if path.len() > MAX_UNIX_PATH {
+            return Err(format!(
+                "{s:?}: a unix socket's path has at most {MAX_UNIX_PATH} bytes"
+            ));
+        }
+        Ok(Listen::Unix(path.into()))
+    }
+}
+
+impl fmt::Display for Listen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Listen::Tcp(addr) => addr.fmt(f),
+            Listen::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
 /// Whether workers load the Hearth PHP extension: `auto`, `off` or the
 /// path of the extension's file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -211,10 +273,11 @@ impl ExtensionChoice {
     }
 }
 
-/// A proxy whose forwarding headers are believed: an IP address or a
-/// network ("10.0.0.0/8").
+/// A proxy whose forwarding headers are believed: an IP address, a
+/// network ("10.0.0.0/8"), or `unix:` (None) for every peer of a unix
+/// socket.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Proxy(pub ipnet::IpNet);
+pub struct Proxy(pub Option<ipnet::IpNet>);
 
 impl std::str::FromStr for Proxy {
     type Err = String;
@@ -226,7 +289,10 @@ impl std::str::FromStr for Proxy {
 
 impl fmt::Display for Proxy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
+        match &self.0 {
+            Some(net) => net.fmt(f),
+            None => f.write_str("unix:"),
+        }
     }
 }
 
@@ -380,6 +446,7 @@ macro_rules! serialize_as_text {
 serialize_as_text!(
     Seconds,
     Address,
+    Listen,
     Proxy,
     ExtensionChoice,
     IndexFiles,
@@ -410,7 +477,7 @@ macro_rules! deserialize_from_text {
         }
     )*};
 }
-deserialize_from_text!(Address, Proxy, ExtensionChoice, Fallback);
+deserialize_from_text!(Address, Listen, Proxy, ExtensionChoice, Fallback);
 
 /// `--access-log` and `access_log`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
@@ -655,6 +722,20 @@ mod tests {
     }
 
     #[test]
+    fn listen_addresses_read_and_print_back() {
+        let tcp: Listen = "[::]:8080".parse().unwrap();
+        assert_eq!(tcp, Listen::Tcp("[::]:8080".parse().unwrap()));
+        let unix: Listen = "unix:/run/hearth/hearth.sock".parse().unwrap();
+        assert_eq!(unix, Listen::Unix("/run/hearth/hearth.sock".into()));
+        assert_eq!(unix.to_string(), "unix:/run/hearth/hearth.sock");
+        for bad in ["unix:", "unix:/run/hearth/", "localhost:80", "/run/x.sock"] {
+            assert!(bad.parse::<Listen>().is_err(), "{bad}");
+        }
+        let long = format!("unix:/{}", "x".repeat(MAX_UNIX_PATH));
+        assert!(long.parse::<Listen>().unwrap_err().contains("107 bytes"));
+    }
+
+    #[test]
     fn sizes_read_and_print_back() {
         assert_eq!("1G".parse::<Size>(), Ok(Size(1 << 30)));
         assert_eq!("512".parse::<Size>(), Ok(Size(512)));
@@ -692,6 +773,8 @@ mod tests {
         assert!("10.0.0.0/8".parse::<Proxy>().is_ok());
         assert!("10.0.0.1".parse::<Proxy>().is_ok());
         assert!("proxy".parse::<Proxy>().is_err());
+        assert_eq!("unix:".parse::<Proxy>(), Ok(Proxy(None)));
+        assert_eq!(Proxy(None).to_string(), "unix:");
     }
 
     #[test]
