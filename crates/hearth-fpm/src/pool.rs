@@ -77,8 +77,13 @@ impl Child {
         self.state == "Idle"
     }
 
-    /// How long the child has run, by the system clock.
+    /// How long the child has run, by the system clock; zero while
+    /// php-fpm has not filled in its start time yet (a child that has just
+    /// been forked shows 0 on the status page).
     pub fn age(&self) -> Duration {
+        if self.start_time == 0 {
+            return Duration::ZERO;
+        }
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
