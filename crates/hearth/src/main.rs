@@ -14,6 +14,8 @@ mod assets;
 mod classic;
 mod control;
 mod ctl;
+#[cfg(test)]
+mod man;
 mod observe;
 mod options;
 mod run;
