@@ -177,6 +177,8 @@ installed=yes
 check "dpkg -i" dpkg_locked -i "$deb"
 equals "$(dpkg-query -W -f='${Status}' hearth 2>/dev/null)" "install ok installed" "dpkg's status of hearth"
 equals "$(/usr/bin/hearth --version)" "hearth $version" "/usr/bin/hearth --version"
+# Installed, not enabled: the admin edits the config first.
+absent /etc/systemd/system/multi-user.target.wants/hearth.service
 (cd / && php -r "require 'Hearth/autoload.php'; echo class_exists('Hearth\\Worker') ? 'ok' : 'no';") >"$work/php.out" 2>&1
 equals "$(cat "$work/php.out")" ok "require 'Hearth/autoload.php' with PHP's default include_path"
 # systemd-analyze verify exits 0 on an unknown key or a bad value, and
@@ -218,6 +220,13 @@ kill -KILL "$server" 2>/dev/null
 wait "$server" 2>/dev/null
 server=
 
+# Enabled (systemctl enable works without a running systemd),
+# it stays enabled through an upgrade (here: the same package again).
+case_name=upgrade
+check "systemctl enable" systemctl enable hearth.service
+check "dpkg -i over the installed package" dpkg_locked -i "$deb"
+if [ -L /etc/systemd/system/multi-user.target.wants/hearth.service ]; then pass; else fail "hearth.service is no longer enabled after the upgrade"; fi
+
 case_name=remove
 check "dpkg -r" dpkg_locked -r hearth
 for path in /usr/bin/hearth /usr/share/php/Hearth /usr/lib/hearth "$unit" /usr/share/man/man1/hearth.1.gz /usr/share/doc/hearth; do
@@ -230,6 +239,7 @@ check "dpkg -P" dpkg_locked -P hearth
 installed=no
 absent /etc/hearth
 absent /var/lib/systemd/deb-systemd-helper-enabled/hearth.service.dsh-also
+absent /etc/systemd/system/multi-user.target.wants/hearth.service
 equals "$(dpkg-query -W -f='${Status}' hearth 2>/dev/null)" "" "dpkg's status of hearth after the purge"
 # No file of the package is left anywhere.
 awk '$1 !~ /^d/ { print substr($6, 2) }' "$work/contents" | while read -r path; do
