@@ -11,6 +11,7 @@ DEPS ?= sh packaging/deps.sh
 # Where cargo builds: CARGO_TARGET_DIR when set, as cargo reads it.
 TARGET_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))
 HEARTH_DEBUG := $(TARGET_DIR)/debug/hearth
+HEARTH_RELEASE := $(TARGET_DIR)/release/hearth
 PHPUNIT_LOG := $(TARGET_DIR)/phpunit-junit.xml
 
 # Optional tools, probed when a recipe asks (not when the Makefile is read).
@@ -19,10 +20,10 @@ HAVE_RUSTFMT = $(call have,$(CARGO) fmt --version)
 HAVE_CLIPPY = $(call have,$(CARGO) clippy --version)
 IS_ROOT = $(filter 0,$(shell id -u))
 
-.PHONY: run test build ext test-rust test-php test-packaging test-phpt lint bench clean \
-	deps-run deps-test deps-bench
+.PHONY: run test build ext deb test-rust test-php test-packaging test-phpt lint bench clean \
+	deps-run deps-test deps-bench deps-deb
 
-deps-run deps-test deps-bench: deps-%:
+deps-run deps-test deps-bench deps-deb: deps-%:
 	@$(DEPS) $*
 
 ## Serve the built-in demo on http://127.0.0.1:8080 (Ctrl-C to stop). Run
@@ -30,6 +31,15 @@ deps-run deps-test deps-bench: deps-%:
 RUN_AS = $(if $(IS_ROOT),--user www-data,)
 run: deps-run ext
 	$(CARGO) run --release -p hearth -- serve --listen 127.0.0.1:8080 $(RUN_AS)
+
+## The Debian package, target/debian/hearth_VERSION_ARCH.deb: the release
+## binary (the one make run and make bench build), the PHP library in
+## /usr/share/php/Hearth, the extension for the installed PHP, the unit
+## hearth.service, /etc/hearth/hearth.toml and the man pages (see
+## packaging/debian/build.sh and docs/getting-started.md).
+deb: deps-deb ext
+	$(CARGO) build --release -p hearth
+	sh packaging/debian/build.sh $(HEARTH_RELEASE) $(TARGET_DIR)/php-ext $(TARGET_DIR)/debian
 
 build: ext
 	$(CARGO) build --workspace --all-targets
@@ -49,6 +59,7 @@ test: lint test-rust test-php test-packaging
 		[ -n "$(HAVE_RUSTFMT)" ] || echo "cargo fmt --check: rustfmt is not installed (rustup component add rustfmt)"; \
 		[ -n "$(HAVE_CLIPPY)" ] || echo "cargo clippy: clippy is not installed (rustup component add clippy)"; \
 		[ -n "$(IS_ROOT)" ] || echo "tests/security.rs and tests/worker_isolation.rs, the tests needing root: run make test as root"; \
+		[ -n "$(IS_ROOT)" ] || echo "packaging/tests/deb_test.sh's install, serve and removal of the Debian package (dpkg -i, dpkg -P), which need root: run make test as root"; \
 		awk '/<testcase /{ match($$0, /name="[^"]*"/); t = substr($$0, RSTART + 6, RLENGTH - 7); \
 			match($$0, /class="[^"]*"/); c = substr($$0, RSTART + 7, RLENGTH - 8) } \
 			/<skipped/{ printf "%s::%s, skipped by PHPUnit (why: in its output above)\n", c, t }' $(PHPUNIT_LOG) \
@@ -76,9 +87,14 @@ test-php: deps-test ext
 	$(CARGO) test --workspace --no-run --quiet
 	cd php && HEARTH_BIN=$(HEARTH_DEBUG) $(PHPUNIT) --verbose --log-junit $(PHPUNIT_LOG)
 
-## The decisions of packaging/deps.sh, against fake dpkg and apt.
-test-packaging:
+## The decisions of packaging/deps.sh, against fake dpkg and apt; and the
+## Debian package, built from the release binary (the one make run builds;
+## the first release build takes minutes) and, as root, installed on this
+## machine, served and purged (packaging/tests/deb_test.sh).
+test-packaging: deps-test ext
 	sh packaging/tests/deps_test.sh
+	$(CARGO) build --release -p hearth
+	sh packaging/tests/deb_test.sh $(HEARTH_RELEASE) $(TARGET_DIR)/php-ext
 
 ## PHP's own request-input tests (php-src's tests/basic and the ext/ and
 ## sapi/ tests with request sections) over HTTP, against nginx + php-fpm and

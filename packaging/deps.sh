@@ -2,7 +2,7 @@
 # Installs the Debian or Ubuntu packages a make target needs, as listed in
 # packaging/deps.txt, before anything is built.
 #
-#   deps.sh TARGET            install what TARGET (run, test, bench) needs
+#   deps.sh TARGET            install what TARGET (run, test, bench, deb) needs
 #   deps.sh --dry-run TARGET  say what is present, missing, installable;
 #                             change nothing (exit 1 if something is missing)
 #   deps.sh --list TARGET     the names of the packages TARGET needs
@@ -35,7 +35,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 deps_file=$here/deps.txt
 policy_rc=${HEARTH_DEPS_POLICY_RC:-/usr/sbin/policy-rc.d}
 apt_lists=${HEARTH_DEPS_APT_LISTS:-/var/lib/apt/lists}
-targets="run test bench"
+targets="run test bench deb"
 
 say() { printf 'deps: %s\n' "$*"; }
 die() {

@@ -15,6 +15,8 @@ mod classic;
 mod control;
 mod ctl;
 mod listen;
+#[cfg(test)]
+mod man;
 mod observe;
 mod options;
 mod run;
