@@ -245,6 +245,33 @@ fn slash_date(t: u64) -> String {
     )
 }
 
+/// `YYYY-MM-DDTHH:MM:SS+00:00` (ISO 8601, DokuWiki's `<time datetime>`),
+/// from the same second's `slash_date` and HTTP date.
+fn iso_date(t: u64) -> String {
+    let http = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(t));
+    let seconds = http.split([' ', ':']).nth(6).expect("seconds");
+    let slash = slash_date(t);
+    let (day, time) = slash.split_once(' ').expect("date and time");
+    format!("{}T{time}:{seconds}+00:00", day.replace('/', "-"))
+}
+
+/// DokuWiki's age of a page, "N seconds ago", which depends on when it
+/// was asked: masked as "SOME seconds ago".
+fn relative_ages(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(" seconds ago") {
+        let head = &rest[..at];
+        let digits = head.len() - head.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        out.push_str(&head[..head.len() - digits]);
+        out.push_str(if digits > 0 { "SOME" } else { "" });
+        out.push_str(" seconds ago");
+        rest = &rest[at + " seconds ago".len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// An answer as compared: status, headers but the transport's (lower
 /// case, sorted by name, in order within a name), body; all masked.
 fn comparable(
@@ -263,7 +290,11 @@ fn comparable(
         .into_iter()
         .map(|(n, v)| format!("{n}: {v}"))
         .collect();
-    (r.status, headers, masks.apply(&r.text(), formats))
+    (
+        r.status,
+        headers,
+        masks.apply(&relative_ages(&r.text()), formats),
+    )
 }
 
 /// The first line where `a` and `b` differ, with its number and, for a
@@ -404,7 +435,7 @@ mod dokuwiki {
     const PASSWORD: &str = "hearth-admin";
     /// How DokuWiki shows times (its default `dformat`, in UTC as PHP's
     /// default time zone).
-    const FORMATS: &[fn(u64) -> String] = &[slash_date];
+    const FORMATS: &[fn(u64) -> String] = &[slash_date, iso_date];
 
     /// What DokuWiki makes per copy or per session, learnt from each
     /// side's answers and masked from then on: its session id and login
