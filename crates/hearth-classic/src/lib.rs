@@ -16,5 +16,5 @@ pub mod route;
 pub mod uri;
 
 pub use error::Error;
-pub use route::{Options, PhpTarget, Route, Router};
+pub use route::{is_php_name, Options, PhpTarget, Route, Router};
 pub use uri::{normalize_uri, BadUri};

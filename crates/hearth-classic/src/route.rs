@@ -380,8 +380,8 @@ fn has_dot_segment(uri: &[u8]) -> bool {
 /// Whether a file name has an extension PHP runs, in any case (`x.PHP`
 /// is PHP source; Debian's Apache config hands `.ph(ar|p|tml)`,
 /// `.php3`-`.php8`, `.phps`, `.pht` to PHP): the same family worker
-/// mode's static files never send.
-fn is_php_name(path: &[u8]) -> bool {
+/// mode's static files never send. Takes a path or a file name.
+pub fn is_php_name(path: &[u8]) -> bool {
     let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
     let Some(dot) = name.iter().rposition(|&b| b == b'.') else {
         return false;

@@ -47,29 +47,6 @@ enum Lookup {
     BadRequest,
 }
 
-/// Extensions PHP runs (Debian's Apache config hands `.ph(ar|p|tml)` and
-/// `.php3`-`.php8`, `.phps`, `.pht` to PHP): their source is never served.
-fn is_php_name(name: &[u8]) -> bool {
-    let Some(dot) = name.iter().rposition(|&b| b == b'.') else {
-        return false;
-    };
-    let ext = name[dot + 1..].to_ascii_lowercase();
-    matches!(
-        ext.as_slice(),
-        b"php"
-            | b"phtml"
-            | b"phar"
-            | b"pht"
-            | b"phps"
-            | b"phpt"
-            | b"php3"
-            | b"php4"
-            | b"php5"
-            | b"php7"
-            | b"php8"
-    )
-}
-
 /// Whether a path segment is a dotfile or dot-directory Hearth refuses
 /// (`.` and `..` included). `.well-known` is allowed (ACME challenges,
 /// security.txt); dotfiles inside it are not.
@@ -97,7 +74,7 @@ fn lookup(raw_path: &str) -> Lookup {
     let path: PathBuf = segments.iter().map(|s| OsStr::from_bytes(s)).collect();
     match segments.last() {
         None => Lookup::Php,
-        Some(name) if is_php_name(name) => Lookup::Php,
+        Some(name) if hearth_classic::is_php_name(name) => Lookup::Php,
         Some(_) => Lookup::File(path),
     }
 }
@@ -120,7 +97,7 @@ fn check_real(root: &Path, real: &Path) -> Lookup {
     }
     match names.last() {
         None => Lookup::Php,
-        Some(name) if is_php_name(name) => Lookup::Php,
+        Some(name) if hearth_classic::is_php_name(name) => Lookup::Php,
         Some(_) => Lookup::File(relative.to_path_buf()),
     }
 }
