@@ -77,6 +77,11 @@ impl App {
     /// `hearth serve --config hearth.toml` on a free port, with one worker
     /// (every request meets the state the previous ones left).
     fn hearth(&self) -> Server {
+        self.hearth_with(&[])
+    }
+
+    /// `hearth()` with `extra` arguments.
+    fn hearth_with(&self, extra: &[&str]) -> Server {
         let mut args: Vec<String> = [
             "serve",
             "--config",
@@ -94,6 +99,7 @@ impl App {
         if let Ok(choice) = std::env::var("HEARTH_TEST_PHP_EXTENSION") {
             args.extend(["--php-extension".to_owned(), choice]);
         }
+        args.extend(extra.iter().map(|s| s.to_string()));
         let server = Server::spawn_args(&args);
         server.wait_until_ready();
         server
@@ -563,4 +569,42 @@ fn users_sharing_a_worker_do_not_see_each_others_state() {
 
     // One worker served them all: the sticky note proves it.
     assert!(!hearth.log().contains("exited"), "{}", hearth.log());
+}
+
+/// The state check (`--check-state`) finds nothing the example's pages
+/// leave behind (Hearth's Laravel worker puts back what Octane does), and
+/// names what the example leaves on purpose: the sticky note, a singleton
+/// nothing resets, and a transaction left open, which the worker rolled
+/// back.
+#[test]
+fn the_state_check_names_only_the_sticky_note_and_the_open_transaction() {
+    let app = App::new();
+    let hearth = app.hearth_with(&["--check-state"]);
+    visit(hearth.addr);
+    visit(hearth.addr);
+    let mut a = Browser::new(hearth.addr);
+    log_in(&mut a, "ann@example.com", "ann-secret");
+    state(&mut a, "A's state");
+    a.get("A writes", "/state/note/secret-of-ann");
+    a.get("A leaves a transaction open", "/state/uncommitted/Ann");
+    hearth.wait_for_log("rolled it back", Duration::from_secs(10));
+    // One worker wrote its findings in the order of its requests: all of
+    // them are in the log by now.
+    let log = hearth.log();
+    let findings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("state check: "))
+        .collect();
+    assert_eq!(findings.len(), 2, "{log}");
+    assert!(
+        findings[0].contains("GET /state/note/secret-of-ann left ")
+            && findings[0].contains("StickyNote")
+            && findings[0]
+                .contains("->text changed: null -> string(13) with data from the request"),
+        "{log}"
+    );
+    assert!(
+        findings[1].contains("GET /state/uncommitted/Ann left a database transaction open on connection sqlite; Hearth rolled it back"),
+        "{log}"
+    );
 }

@@ -473,3 +473,35 @@ fn behind_a_trusted_proxy_symfony_sees_the_client() {
     assert_eq!(seen["secure"], false, "{seen}");
     assert_eq!(seen["home"], "http://localhost/", "{seen}");
 }
+
+/// The state check (`--check-state`) finds nothing the example's pages
+/// leave behind (Hearth's runtime and Symfony's resets put everything
+/// back), and names the one thing the example keeps on purpose: the
+/// sticky note, a service without a reset.
+#[test]
+fn the_state_check_names_only_the_sticky_note() {
+    let app = App::new();
+    let hearth = app.hearth(&["--check-state"]);
+    visit(hearth.addr);
+    visit(hearth.addr);
+    let mut a = Browser::new(hearth.addr);
+    log_in(&mut a, "Ann");
+    state(&mut a, "A's state");
+    a.get("A writes", "/state/note/secret-of-ann");
+    hearth.wait_for_log("stickyNote->text", std::time::Duration::from_secs(10));
+    // One worker wrote its findings in the order of its requests: all of
+    // them are in the log by now.
+    let log = hearth.log();
+    let findings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("state check: "))
+        .collect();
+    assert_eq!(findings.len(), 1, "{log}");
+    assert!(
+        findings[0].contains("GET /state/note/secret-of-ann left ")
+            && findings[0]
+                .contains("['App\\\\Controller\\\\StateController']->stickyNote->text changed: ")
+            && findings[0].contains("-> string(13) with data from the request"),
+        "{log}"
+    );
+}

@@ -61,6 +61,20 @@ final class Worker
     }
 
     /**
+     * Tells the state check (`hearth serve --check-state`) what the app
+     * changes on purpose, so that it is not reported: a class or interface
+     * (its objects' state, and its statics), `Class::$static`, or
+     * `Class->property`; `*` matches as in fnmatch(). Has no effect when
+     * the check is off.
+     *
+     *     Hearth\Worker::ignoreState('App\Metrics\Counter', 'App\Kernel->lastRequestAt');
+     */
+    public static function ignoreState(string ...$patterns): void
+    {
+        Internal\StateCheck::ignore(...$patterns);
+    }
+
+    /**
      * Asks Hearth to replace this worker once the current request is done,
      * e.g. after a request that left the app in a state it cannot clean up.
      * Has no effect outside Hearth.

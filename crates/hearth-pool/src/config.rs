@@ -33,6 +33,9 @@ pub struct PoolConfig {
     /// `HEARTH_` variables and, when they run as another user, that user's
     /// `HOME`, `USER`, `LOGNAME` and `SHELL`, and nothing else.
     pub clear_env: bool,
+    /// The state check (`--check-state`): after each request, workers log
+    /// what they kept for the next one (`HEARTH_CHECK_STATE=1`).
+    pub check_state: bool,
     /// Extra environment variables for every worker, set in this order
     /// (a later entry for a name wins).
     pub env: Vec<(OsString, OsString)>,
@@ -222,6 +225,7 @@ impl PoolConfig {
             ini: Vec::new(),
             extension: Extension::Auto,
             clear_env: false,
+            check_state: false,
             env: Vec::new(),
             boot_timeout: Duration::from_secs(60),
             queue_timeout: Duration::from_secs(30),

@@ -334,6 +334,9 @@ fn environment(cmd: &mut tokio::process::Command, config: &PoolConfig) {
     // Last, so that no configured variable can change them.
     cmd.env("HEARTH_PROTOCOL", hearth_proto::VERSION.to_string())
         .env("HEARTH_MAX_PAYLOAD", config.max_payload.to_string());
+    if config.check_state {
+        cmd.env("HEARTH_CHECK_STATE", "1");
+    }
 }
 
 /// Makes every descriptor above standard error close-on-exec in the

@@ -24,7 +24,7 @@ final class Baseline
      * comparison runs every FULL_INI_CHECK requests and logs what it finds
      * outside this list.
      */
-    private const WATCHED_INI = [
+    public const WATCHED_INI = [
         'display_errors', 'display_startup_errors', 'error_reporting', 'html_errors', 'log_errors',
         'error_log', 'default_charset', 'default_mimetype', 'date.timezone', 'memory_limit',
         'precision', 'serialize_precision', 'include_path', 'user_agent',
@@ -32,6 +32,9 @@ final class Baseline
         'url_rewriter.tags', 'ignore_user_abort', 'zend.assertions', 'assert.active', 'assert.exception',
         'mbstring.language', 'mbstring.internal_encoding', 'mbstring.substitute_character',
         'pcre.backtrack_limit', 'pcre.recursion_limit', 'zlib.output_compression',
+        // Locale::setDefault(): Symfony's and Laravel's locale listeners
+        // set it from each request.
+        'intl.default_locale',
     ];
 
     /**
@@ -45,7 +48,7 @@ final class Baseline
      */
     private const APP_CONFIGURATION_PREFIXES = ['session.'];
 
-    private const FULL_INI_CHECK = 64;
+    public const FULL_INI_CHECK = 64;
 
     /** max_execution_time, given to each request (0: no limit). */
     public readonly int $timeLimit;

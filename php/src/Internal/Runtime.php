@@ -66,6 +66,8 @@ final class Runtime
      * request's globals (hearth_request_begin()), not this class.
      */
     private bool $native = false;
+    /** The state check (`--check-state`), when Hearth asked for it. */
+    private ?StateCheck $check = null;
 
     private function __construct(private readonly Channel $channel)
     {
@@ -83,7 +85,11 @@ final class Runtime
     {
         $runtime = new self($channel);
         self::$current = $runtime;
+        $check = StateCheck::requested();
         $runtime->boot();
+        if ($check) {
+            $runtime->check = StateCheck::start($handler);
+        }
         try {
             while (($request = $channel->receive()) !== null) {
                 $runtime->handle($handler, $request);
@@ -143,6 +149,7 @@ final class Runtime
     private function handle(callable $handler, Request $request): void
     {
         $this->begin($request);
+        $this->check?->beforeHandler();
         try {
             $handler();
         } catch (\Throwable $e) {
@@ -157,7 +164,9 @@ final class Runtime
                 $this->uncaught($e);
             }
         }
+        $this->check?->afterHandler();
         $this->finish(0);
+        $this->check?->afterRequest($this->method, $this->uri);
     }
 
     private function begin(Request $request): void

@@ -205,6 +205,10 @@ final class Reset
         if ($app->resolved('db')) {
             foreach ($app->make('db')->getConnections() as $connection) {
                 if ($connection->transactionLevel() > 0) {
+                    \Hearth\Internal\StateCheck::note(sprintf(
+                        'a database transaction open on connection %s; Hearth rolled it back',
+                        (string) $connection->getName(),
+                    ));
                     $connection->rollBack(0);
                 }
                 $connection->forgetRecordModificationState();

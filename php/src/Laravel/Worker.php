@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Hearth\Laravel;
 
+use Hearth\Internal\StateCheck;
 use Illuminate\Contracts\Http\Kernel;
 use Illuminate\Foundation\Application;
 use Illuminate\Http\Request;
@@ -29,6 +30,31 @@ use Illuminate\Http\Request;
  */
 final class Worker
 {
+    /**
+     * What Laravel, or this worker's reset, rewrites on every request, for
+     * the state check (`hearth serve --check-state`): the request settings
+     * Laravel's HTTP kernel and TrustProxies middleware set from the
+     * configuration, the paginator's resolvers and the auth manager's user
+     * resolver (given each request's application, as Octane does), the
+     * router and its routes (the current route and request), the
+     * transactions manager (reported as a transaction left open), and
+     * Blade's compiler scratch state.
+     */
+    public const STATE_CHECK_IGNORES = [
+        'Symfony\\Component\\HttpFoundation\\Request::$httpMethodParameterOverride',
+        'Symfony\\Component\\HttpFoundation\\Request::$trustedProxies',
+        'Symfony\\Component\\HttpFoundation\\Request::$trustedHeaderSet',
+        'Symfony\\Component\\HttpFoundation\\Request::$trustedHostPatterns',
+        'Symfony\\Component\\HttpFoundation\\Request::$trustedHosts',
+        'Illuminate\\Pagination\\AbstractPaginator',
+        'Illuminate\\Pagination\\AbstractCursorPaginator',
+        'Illuminate\\Auth\\AuthManager->userResolver',
+        'Illuminate\\Routing\\Router',
+        'Illuminate\\Routing\\Route',
+        'Illuminate\\Database\\DatabaseTransactionsManager',
+        'Illuminate\\View\\Compilers\\BladeCompiler',
+    ];
+
     /** @var list<callable(Application): void> */
     private static array $resetCallbacks = [];
 
@@ -49,6 +75,7 @@ final class Worker
             $kernel->terminate($request, $response);
             return;
         }
+        StateCheck::ignore(...self::STATE_CHECK_IGNORES);
         $cycle = RequestCycle::boot($app, $warm);
         $boot = RequestCycle::bootVariables($_SERVER);
         \Hearth\Worker::serve(static function () use ($cycle, $boot): void {

@@ -4,6 +4,7 @@ declare(strict_types=1);
 
 namespace Hearth\Symfony;
 
+use Hearth\Internal\StateCheck;
 use Hearth\Worker;
 use Symfony\Component\HttpFoundation\Request;
 use Symfony\Component\HttpFoundation\RequestStack;
@@ -36,8 +37,26 @@ use Symfony\Component\Runtime\RunnerInterface;
  */
 final class KernelRunner implements RunnerInterface
 {
+    /**
+     * What Symfony rewrites on every request or keeps as a cache by design,
+     * for the state check (`hearth serve --check-state`): the router's
+     * request context, the error handler's exception handler (set from
+     * each request by the DebugHandlersListener), the event dispatcher's
+     * listeners (resolved on first use), session storage (read again when
+     * a session starts), the validators' context (set for each
+     * validation).
+     */
+    public const STATE_CHECK_IGNORES = [
+        'Symfony\\Component\\Routing\\RequestContext',
+        'Symfony\\Component\\ErrorHandler\\ErrorHandler',
+        'Symfony\\Component\\EventDispatcher\\EventDispatcher',
+        'Symfony\\Component\\HttpFoundation\\Session\\Storage\\*',
+        'Symfony\\Component\\Validator\\ConstraintValidatorInterface',
+    ];
+
     public function __construct(private readonly HttpKernelInterface $kernel)
     {
+        StateCheck::ignore(...self::STATE_CHECK_IGNORES);
     }
 
     public function run(): int

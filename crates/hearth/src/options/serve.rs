@@ -203,6 +203,12 @@ pub struct ServeOptions {
     /// --env variables, and under --user that user's HOME, USER, LOGNAME and SHELL
     #[arg(long, action = clap::ArgAction::Set, num_args = 0, default_missing_value = "true")]
     pub clear_env: bool,
+    /// After each request, log what the worker kept for the next one: changed
+    /// statics, globals and properties of the app's objects, a request still held,
+    /// open transactions, sessions and output buffers, changed settings, memory
+    /// growth. For staging: it walks the app's objects after every request
+    #[arg(long, action = clap::ArgAction::Set, num_args = 0, default_missing_value = "true")]
+    pub check_state: bool,
     /// Environment variable for workers: NAME=VALUE sets it, NAME passes Hearth's
     /// own (repeatable; HEARTH_ names are Hearth's)
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
@@ -292,6 +298,7 @@ impl Default for ServeOptions {
             user: None,
             ini: Vec::new(),
             clear_env: false,
+            check_state: false,
             env: Vec::new(),
             threads: None,
             batch_scheduling: true,
@@ -418,6 +425,13 @@ impl Section for ServeOptions {
                  script (a mixed site's other .php entries run in php-fpm)",
             ));
         }
+        if self.check_state && self.script.is_none() && self.root.is_some() {
+            return Err(Fault::new(
+                "check_state",
+                "is for worker mode: in classic mode php-fpm starts every request afresh, \
+                 with nothing kept to check",
+            ));
+        }
         if self.root.is_none() && self.index != IndexFiles::default() {
             return Err(Fault::new("index", "needs a document root ({root})"));
         }
@@ -517,6 +531,7 @@ impl ServeOptions {
         pool.batch_scheduling = self.batch_scheduling;
         pool.pipelining = self.pipelining;
         pool.clear_env = self.clear_env;
+        pool.check_state = self.check_state;
         pool.env = self
             .env
             .iter()

@@ -748,3 +748,35 @@ fn a_fallback_or_index_that_cannot_be_is_refused_naming_where_it_came_from() {
     let e = refused(serve(&["w.php", "--index", "home.php"], None));
     assert_eq!(e, "--index: needs a document root (--root)");
 }
+
+/// Issue 11 (4): `--check-state` is a switch and a key, reaches the pool,
+/// and is refused in classic mode, where php-fpm keeps nothing to check.
+#[test]
+fn check_state_is_a_switch_for_worker_mode() {
+    let o = serve(&["w.php", "--check-state"], None).unwrap();
+    assert!(o.check_state);
+    let pool = o.pool_config(std::path::Path::new("/app/w.php"), None);
+    assert!(pool.check_state);
+    let o = serve(&["w.php"], Some("[serve]\ncheck_state = true\n")).unwrap();
+    assert!(o.check_state);
+    assert!(!serve(&["w.php"], None).unwrap().check_state);
+    let pool = serve(&["w.php"], None)
+        .unwrap()
+        .pool_config(std::path::Path::new("/app/w.php"), None);
+    assert!(!pool.check_state);
+    let e = refused(serve(&["--root", "/srv/site", "--check-state"], None));
+    assert!(
+        e.starts_with("--check-state: is for worker mode: in classic mode php-fpm"),
+        "{e}"
+    );
+    let e = refused(serve(
+        &["--root", "/srv/site"],
+        Some("[serve]\ncheck_state = true\n"),
+    ));
+    assert!(
+        e.starts_with("/etc/app/hearth.toml: [serve] check_state: is for worker mode"),
+        "{e}"
+    );
+    // A mixed site checks its worker script's requests.
+    assert!(serve(&["w.php", "--root", "/srv/site", "--check-state"], None).is_ok());
+}

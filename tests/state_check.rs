@@ -1,0 +1,198 @@
+//! The state check (`hearth serve --check-state`): after each request a
+//! worker logs what it kept for the next one. tests/fixtures/leaky has one
+//! deliberate leak per path, each of which must be named with the request
+//! that left it; the legacy and Slim examples must get no finding but the
+//! one state the Slim example keeps on purpose (docs/state-check.md). The
+//! Symfony and Laravel examples are checked in tests/symfony.rs and
+//! tests/laravel.rs.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::time::Duration;
+
+use support::{CookieJar, Req, Server};
+
+/// Stops `server` gracefully and returns its log's state check lines: a
+/// worker's findings are written after its response went out, and all of
+/// them are in the log once Hearth has stopped.
+fn findings_at_stop(mut server: Server) -> Vec<String> {
+    server.signal("TERM");
+    assert_eq!(server.wait_exit(Duration::from_secs(30)), Some(0));
+    server.wait_for_log("stopped", Duration::from_secs(10));
+    server
+        .log()
+        .lines()
+        .filter(|l| l.contains("state check: "))
+        .map(|l| {
+            let at = l.find("state check: ").expect("found") + "state check: ".len();
+            l[at..].trim_end_matches(|c| c != ' ').trim_end().to_owned()
+        })
+        .map(|l| match l.rfind(" pid=") {
+            Some(at) => l[..at].to_owned(),
+            None => l,
+        })
+        .collect()
+}
+
+/// Sends `paths` in order, each answered 200.
+fn visit(server: &Server, paths: &[&str]) {
+    for path in paths {
+        let r = server.get(path);
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+    }
+}
+
+#[test]
+fn each_deliberate_leak_is_reported_with_the_request_that_left_it() {
+    let server = Server::start(
+        &support::fixture("leaky/worker.php"),
+        &["--workers", "1", "--check-state"],
+    );
+    visit(
+        &server,
+        &[
+            "/",
+            "/",
+            "/ignored",
+            "/ignored",
+            "/static",
+            "/static-variable?name=alice",
+            "/session",
+            "/global?name=alice",
+            "/property?name=alice",
+            "/locale",
+            "/ini",
+            "/buffer",
+            "/transaction",
+            "/memory",
+            "/memory",
+            "/request",
+            "/",
+            "/",
+        ],
+    );
+    let seen = findings_at_stop(server);
+    let expected = [
+        "GET /static left Counter::$hits changed: int 0 -> int 1",
+        "GET /static-variable?name=alice left remember() static $last changed: string(6) -> string(5) with data from the request",
+        "GET /session left a started session open, at Registry::$instance->session",
+        "GET /global?name=alice left a new global variable, $last_visitor (string(5) with data from the request)",
+        "GET /property?name=alice left $container->services['profile']->user changed: null -> string(5) with data from the request",
+        "GET /locale left $container->services['profile']->locale changed: string(2) -> another string(2)",
+        "GET /ini left setting pcre.jit changed from '1' to '0' (Hearth puts such settings back every 64 requests; set it at boot, or put it back)",
+        "GET /buffer left 1 output buffer open (default output handler); Hearth ended it",
+        "GET /transaction left a PDO transaction open, at $db",
+        "GET /memory left memory growing: repeated requests have kept 2.0 MiB",
+        "GET / left the Nyholm\\Psr7\\ServerRequest of an earlier request (GET /request) still held at Registry::$instance->current",
+    ];
+    assert_eq!(seen.len(), expected.len(), "{seen:#?}");
+    for (seen, expected) in seen.iter().zip(expected) {
+        assert!(seen.starts_with(expected), "{seen}\nexpected: {expected}");
+    }
+    // Where the memory went; what was kept, but never a string's content.
+    assert!(
+        seen[9].ends_with("most by GET /memory (2.0 MiB)"),
+        "{}",
+        seen[9]
+    );
+    assert!(
+        !seen
+            .iter()
+            .any(|l| l.split_once(" left ").expect("left").1.contains("alice")),
+        "{seen:#?}"
+    );
+}
+
+/// Each place is reported once per worker: a counter that changes on
+/// every request is named by the first.
+#[test]
+fn a_place_is_reported_once_per_worker() {
+    let server = Server::start(
+        &support::fixture("leaky/worker.php"),
+        &["--workers", "1", "--check-state"],
+    );
+    visit(&server, &["/", "/static", "/static", "/static", "/"]);
+    let seen = findings_at_stop(server);
+    assert_eq!(
+        seen,
+        ["GET /static left Counter::$hits changed: int 0 -> int 1"]
+    );
+}
+
+/// Without the flag, nothing is checked or logged, and the worker does
+/// not walk the app (its environment has no HEARTH_CHECK_STATE).
+#[test]
+fn without_the_flag_nothing_is_checked() {
+    let server = Server::start(&support::fixture("leaky/worker.php"), &["--workers", "1"]);
+    visit(
+        &server,
+        &["/", "/static", "/global?name=x", "/transaction", "/"],
+    );
+    let log = server.log();
+    assert!(findings_at_stop(server).is_empty(), "{log}");
+}
+
+/// The legacy example (superglobals, a session, a form, a redirect, a
+/// 404) keeps nothing from one request to the next.
+#[test]
+fn the_legacy_example_keeps_nothing() {
+    let dir = support::tempdir();
+    let book = dir.path().join("guestbook.json");
+    let server = Server::start(
+        &support::root().join("examples/legacy/worker.php"),
+        &[
+            "--workers",
+            "1",
+            "--check-state",
+            "--env",
+            &format!("GUESTBOOK_FILE={}", book.display()),
+        ],
+    );
+    let mut jar = CookieJar::default();
+    for round in 0..2 {
+        for req in [
+            Req::new("GET", "/"),
+            Req::new("POST", "/").form("name=&message="),
+            Req::new("POST", "/").form("name=Ann&message=Hello+there"),
+            Req::new("GET", "/theme?name=dark"),
+            Req::new("GET", "/"),
+            Req::new("GET", "/nowhere"),
+        ] {
+            let mut req = req;
+            if round == 1 && !jar.header().is_empty() {
+                req = req.header("Cookie", &jar.header());
+            }
+            let r = req.send(server.addr);
+            assert!(r.status < 500, "{}", r.text());
+            jar.store(&r);
+        }
+    }
+    let seen = findings_at_stop(server);
+    assert!(seen.is_empty(), "{seen:#?}");
+}
+
+/// The Slim example keeps one thing on purpose, its count of the
+/// requests this worker served: that, and only that, is reported (Slim's
+/// container resolving its services on first use, and its routes keeping
+/// the last arguments until they are next dispatched, are not).
+#[test]
+fn the_slim_example_keeps_only_its_count() {
+    let server = Server::start(
+        &support::root().join("examples/slim/worker.php"),
+        &["--workers", "1", "--check-state"],
+    );
+    for _ in 0..2 {
+        visit(&server, &["/", "/hello/ann?x=1", "/hello/bob"]);
+        let r = Req::new("POST", "/echo").form("a=1").send(server.addr);
+        assert_eq!(r.status, 201, "{}", r.text());
+        assert_eq!(server.get("/nowhere").status, 404);
+    }
+    let seen = findings_at_stop(server);
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    assert!(
+        seen[0].starts_with("GET / left ")
+            && seen[0].ends_with("['count'] changed: int 0 -> int 1"),
+        "{seen:#?}"
+    );
+}
