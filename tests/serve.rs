@@ -573,6 +573,10 @@ fn state_a_request_changes_is_reset_before_the_next() {
         first["tz"], second["tz"],
         "date_default_timezone_set() is undone"
     );
+    assert_eq!(
+        first["locale"], second["locale"],
+        "Locale::setDefault() (intl.default_locale) is undone"
+    );
 
     let r = server.get("/leave-buffer");
     assert_eq!(

@@ -152,7 +152,7 @@ final class Baseline
     {
         foreach ($this->watched as $name => $value) {
             if (ini_get($name) !== $value) {
-                @ini_set($name, (string) $value);
+                self::put($name, $value);
             }
         }
         if (++$this->requests % self::FULL_INI_CHECK !== 0) {
@@ -169,8 +169,20 @@ final class Baseline
                     var_export($value, true),
                     self::FULL_INI_CHECK,
                 ));
-                @ini_set($name, (string) $boot);
+                self::put($name, $boot);
             }
+        }
+    }
+
+    /**
+     * Sets $name back to $value. Some settings refuse a value they start
+     * with (intl.default_locale refuses ''): those go back to php.ini's
+     * value with ini_restore(), which is where they started.
+     */
+    private static function put(string $name, string|false|null $value): void
+    {
+        if (@ini_set($name, (string) $value) === false || ini_get($name) !== $value) {
+            ini_restore($name);
         }
     }
 
