@@ -8,154 +8,50 @@
 //! same thing from both, and one client must never see what another left
 //! in a worker they share.
 
+#[path = "support/framework.rs"]
+mod framework;
 #[path = "support/reference.rs"]
 mod reference;
 #[path = "support/mod.rs"]
 mod support;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
+use framework::{Browser, ExampleCopy, TRANSPORT_HEADERS};
 use reference::Reference;
-use support::{CookieJar, Req, Response, Server};
+use support::{Req, Response, Server};
 
-/// Headers that describe the transport, not the app (as in
-/// tests/differential.rs): nginx sends chunked bodies with its `Server`,
-/// Hearth a Content-Length.
-const TRANSPORT_HEADERS: &[&str] = &[
-    "date",
-    "server",
-    "connection",
-    "transfer-encoding",
-    "content-length",
-    "keep-alive",
-];
-
-/// A copy of the example in a directory of its own, so that its var/
-/// (Symfony's cache, compiled from this checkout's sources) is new for
-/// each server, with Hearth's PHP library where the example's
-/// vendor/autoload.php finds it (../../php from the app).
-struct App {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-}
+/// The example, copied: its var/ (Symfony's cache, compiled from this
+/// checkout's sources) is new for each server.
+struct App(ExampleCopy);
 
 impl App {
     fn new() -> App {
-        let dir = support::reachable_tempdir();
-        let root = dir.path().join("examples/symfony");
-        std::fs::create_dir_all(dir.path().join("examples")).expect("mkdir");
-        support::copy_tree(&support::root().join("examples/symfony"), &root);
+        let copy = ExampleCopy::new("symfony");
         // A var/ of someone who ran the example in this checkout is not
         // this app's cache.
-        let _ = std::fs::remove_dir_all(root.join("var"));
-        std::os::unix::fs::symlink(support::root().join("php"), dir.path().join("php"))
-            .expect("symlink php/");
-        App { _dir: dir, root }
+        let _ = std::fs::remove_dir_all(copy.root.join("var"));
+        App(copy)
     }
 
-    /// `hearth serve --config hearth.toml` on a free port, with one worker
-    /// (every request meets the state the previous ones left) and `extra`.
     fn hearth(&self, extra: &[&str]) -> Server {
-        let mut args: Vec<String> = [
-            "serve",
-            "--config",
-            self.root.join("hearth.toml").to_str().expect("path"),
-            "--listen",
-            "127.0.0.1:0",
-            "--workers",
-            "1",
-            "--php",
-            &support::php_binary(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        if let Ok(choice) = std::env::var("HEARTH_TEST_PHP_EXTENSION") {
-            args.extend(["--php-extension".to_owned(), choice]);
-        }
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let server = Server::spawn_args(&args);
-        server.wait_until_ready();
-        server
+        self.0.hearth(extra)
     }
 
     /// nginx + php-fpm serving public/ with index.php as the front
     /// controller, as examples/symfony/nginx.conf does.
     fn fpm(&self) -> Reference {
-        Reference::start(&self.root.join("public"), "index.php")
+        Reference::start(&self.0.root.join("public"), "index.php")
     }
 }
 
-/// One browser: requests with its cookies, each response kept.
-struct Browser {
-    addr: SocketAddr,
-    jar: CookieJar,
-    seen: Vec<(String, Response)>,
-}
-
-impl Browser {
-    fn new(addr: SocketAddr) -> Browser {
-        Browser {
-            addr,
-            jar: CookieJar::default(),
-            seen: Vec::new(),
-        }
-    }
-
-    fn send(&mut self, what: &str, req: Req) -> Response {
-        let mut req = req;
-        if !self.jar.header().is_empty() {
-            req = req.header("Cookie", &self.jar.header());
-        }
-        let response = req.send(self.addr);
-        self.jar.store(&response);
-        self.seen.push((what.to_owned(), response.clone()));
-        response
-    }
-
-    fn get(&mut self, what: &str, path: &str) -> Response {
-        self.send(what, Req::new("GET", path))
-    }
-
-    fn post(&mut self, what: &str, path: &str, form: &[(&str, &str)]) -> Response {
-        self.send(what, Req::new("POST", path).form(&urlencode(form)))
-    }
-
-    fn session_id(&self) -> Option<String> {
-        self.jar.get("PHPSESSID").map(str::to_owned)
-    }
-}
-
-fn urlencode(form: &[(&str, &str)]) -> String {
-    form.iter()
-        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
-        .collect::<Vec<_>>()
-        .join("&")
-}
-
-fn encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            b' ' => "+".to_owned(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+fn session_id(b: &Browser) -> Option<String> {
+    b.jar.get("PHPSESSID").map(str::to_owned)
 }
 
 /// The CSRF token of the hidden field `name` in a page.
 fn token(page: &Response, name: &str) -> String {
-    let text = page.text();
-    let needle = format!("name=\"{name}\" value=\"");
-    let start = text
-        .find(&needle)
-        .unwrap_or_else(|| panic!("no {name} in the page: {text}"))
-        + needle.len();
-    let end = start + text[start..].find('"').expect("end of the token");
-    text[start..end].to_owned()
+    framework::hidden_value(page, name)
 }
 
 /// A page with the values of its CSRF fields replaced: Symfony makes a
@@ -422,8 +318,8 @@ fn users_sharing_a_worker_do_not_see_each_others_state() {
     let home = b.get("B's home", "/");
     assert!(home.text().contains("Hello guest"), "{}", home.text());
     assert!(home.text().contains("Visit number 1"), "{}", home.text());
-    assert!(b.session_id().is_some());
-    assert_ne!(b.session_id(), a.session_id());
+    assert!(session_id(&b).is_some());
+    assert_ne!(session_id(&b), session_id(&a));
 
     // A's own session is still A's.
     let again = state(&mut a, "A again");
