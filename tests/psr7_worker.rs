@@ -1,7 +1,8 @@
-//! `Hearth\Psr7Worker` through the real binary: what a PSR-7 handler's
-//! `header()`, `setcookie()` and session add to its response, compared
-//! with nginx + php-fpm running the same script, where `serve()` handles
-//! the one request and emits with `header()`.
+//! `Hearth\Psr7Worker` through the real binary: a PSR-15 request handler
+//! (a middleware pipeline) given to `serve()` as it is, and what a PSR-7
+//! handler's `header()`, `setcookie()` and session add to its response.
+//! Each is compared with nginx + php-fpm running the same script, where
+//! `serve()` handles the one request and emits with `header()`.
 
 #[path = "support/reference.rs"]
 mod reference;
@@ -9,6 +10,8 @@ mod reference;
 mod support;
 
 use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
 
 use reference::Reference;
 use support::{fixture, CookieJar, Req, Response, Server};
@@ -83,6 +86,35 @@ fn fpm(script: &str) -> Reference {
     Reference::start(&support::root().join("tests/fixtures"), script)
 }
 
+#[test]
+fn a_psr15_handler_is_served_as_under_php_fpm() {
+    let requests = [
+        Req::new("GET", "/"),
+        Req::new("POST", "/").form("name=Ann&tags[]=a"),
+        Req::new("GET", "/again?x=1"),
+    ];
+    let server = hearth("psr15.php", "auto");
+    let warm = browse(server.addr, &requests);
+    let reference = fpm("psr15.php");
+    let cold = browse(reference.addr, &requests);
+    for (h, f) in warm.iter().zip(&cold) {
+        assert_eq!(
+            comparable(h),
+            comparable(f),
+            "Hearth (left) and nginx + php-fpm (right) differ"
+        );
+    }
+    let first = warm[0].json();
+    assert_eq!(first["stamp"], "stamped", "the middleware ran: {first}");
+    assert_eq!(warm[0].header("x-stamp"), Some("yes"));
+    assert_eq!(warm[1].json()["parsed"]["name"], "Ann");
+    // One handler object served them all, in one warm worker; php-fpm
+    // builds it anew for each request.
+    let served: Vec<_> = warm.iter().map(|r| r.json()["served"].clone()).collect();
+    assert_eq!(served, [1, 2, 3]);
+    assert!(cold.iter().all(|r| r.json()["served"] == 1));
+}
+
 /// With and without the extension, what `header()`, `setcookie()` and
 /// `session_start()` set inside a PSR-7 handler goes out with the
 /// response object's own headers, as the emitter sends them under php-fpm
@@ -112,4 +144,42 @@ fn a_psr7_handlers_header_calls_and_session_go_with_its_response() {
         assert_eq!(warm[0].header("x-from-header"), Some("yes"));
         assert_eq!(warm[1].text(), "visits=2\n", "--php-extension {extension}");
     }
+}
+
+/// An object that is neither callable nor a PSR-15 handler stops the
+/// worker at boot with a message naming what `serve()` takes.
+#[test]
+fn a_handler_that_is_neither_callable_nor_psr15_is_refused_at_boot() {
+    let dir = support::tempdir();
+    let script = dir.path().join("worker.php");
+    std::fs::write(
+        &script,
+        format!(
+            "<?php\nrequire '{}';\nrequire '/usr/share/php/Nyholm/Psr7/autoload.php';\n\
+             Hearth\\Psr7Worker::serve(new Nyholm\\Psr7\\Factory\\Psr17Factory(), new ArrayObject());\n",
+            support::root().join("php/autoload.php").display()
+        ),
+    )
+    .expect("write");
+    let mut cmd = Command::new(support::hearth_bin());
+    cmd.arg("serve")
+        .arg(&script)
+        .arg("--control-socket")
+        .arg(dir.path().join("control.sock"))
+        .args(["--listen", "127.0.0.1:0", "--workers", "1", "--php"])
+        .arg(support::php_binary())
+        .args(support::as_root())
+        .env("NO_COLOR", "1")
+        .env_remove("RUST_LOG")
+        .env_remove("HEARTH_LOG");
+    let out = support::output_within(&mut cmd, Duration::from_secs(60));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(
+        log.contains(
+            "Hearth\\Psr7Worker::serve(): the handler must be a callable or a \
+             Psr\\Http\\Server\\RequestHandlerInterface, ArrayObject given"
+        ),
+        "{log}"
+    );
 }
