@@ -1,11 +1,13 @@
 //! The example apps in examples/ are what users copy, so each one is
-//! served by Hearth (its worker.php) and by nginx + php-fpm (its
+//! served by Hearth (`hearth serve --config` its hearth.toml, which runs
+//! its worker.php) and by nginx + php-fpm (its nginx.conf, which runs its
 //! public/index.php), sent the same requests, and compared: status, the
-//! headers an app sets, cookies and body. The only difference allowed is
-//! the one each example shows on purpose: a count of the requests its
-//! process has served, which grows under Hearth and is always 1 under
-//! php-fpm. The Symfony example, which has one front controller for both,
-//! is tests/symfony.rs.
+//! headers an app sets, cookies and body. The requests cover pages, a
+//! static file, a form, a session, redirects and error pages (404, 500).
+//! The only difference allowed is the one each example shows on purpose:
+//! a count of the requests its process has served, which grows under
+//! Hearth and is always 1 under php-fpm. The Symfony and Laravel
+//! examples are tests/symfony.rs and tests/laravel.rs.
 
 #[path = "support/reference.rs"]
 mod reference;
@@ -14,6 +16,7 @@ mod support;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use reference::Reference;
 use support::{CookieJar, Req, Response, Server};
@@ -142,11 +145,41 @@ fn compare(
     }
 }
 
-fn hearth(worker: PathBuf) -> Server {
-    let mut args: Vec<String> = vec!["--workers".into(), "1".into()];
-    args.extend(support::as_root());
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    Server::start(&worker, &args)
+/// `hearth serve --config examples/NAME/hearth.toml` on a free port, with
+/// one worker (every request meets the state the previous ones left).
+fn hearth(name: &str) -> Server {
+    let mut args: Vec<String> = [
+        "serve",
+        "--config",
+        example(name).join("hearth.toml").to_str().expect("path"),
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--php",
+        &support::php_binary(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Ok(choice) = std::env::var("HEARTH_TEST_PHP_EXTENSION") {
+        args.extend(["--php-extension".to_owned(), choice]);
+    }
+    let server = Server::spawn_args(&args);
+    server.wait_until_ready();
+    server
+}
+
+/// nginx + php-fpm with the server block of examples/NAME/nginx.conf
+/// itself (its listen, root and fastcgi_pass pointed at this run's port,
+/// the example's public/ and the reference's php-fpm).
+fn fpm(name: &str) -> Reference {
+    let conf = example(name).join("nginx.conf");
+    Reference::start_with(
+        &example(name).join("public"),
+        "index.php",
+        &[("NGINX_SERVER", conf.to_str().expect("path"))],
+    )
 }
 
 #[test]
@@ -162,38 +195,59 @@ fn the_legacy_example_behaves_as_under_php_fpm() {
         ("after signing", Req::new("GET", "/")),
         ("theme", Req::new("GET", "/theme?name=dark")),
         ("dark page", Req::new("GET", "/")),
+        ("stylesheet", Req::new("GET", "/style.css")),
         ("missing page", Req::new("GET", "/nowhere")),
+        ("the php-fpm entry by name", Req::new("GET", "/index.php")),
+        ("failing page", Req::new("GET", "/boom")),
+        ("after the failure", Req::new("GET", "/")),
     ];
-    let mut runs = Vec::new();
-    for server in ["hearth", "fpm"] {
+    let forget_the_guestbook = || {
         for dir in [std::env::temp_dir(), PathBuf::from("/tmp")] {
             let _ = std::fs::remove_file(dir.join(format!("hearth-example-guestbook-{euid}.json")));
         }
-        runs.push(match server {
-            "hearth" => browse(hearth(example("legacy/worker.php")).addr, &requests),
-            _ => browse(
-                Reference::start(&example("legacy/public"), "index.php").addr,
-                &requests,
-            ),
-        });
-    }
-    compare(&requests, &runs[0], &runs[1], None);
+    };
+    forget_the_guestbook();
+    let server = hearth("legacy");
+    let warm = browse(server.addr, &requests);
+    forget_the_guestbook();
+    let reference = fpm("legacy");
+    let cold = browse(reference.addr, &requests);
+    compare(&requests, &warm, &cold, None);
 
-    let hearth = &runs[0];
-    assert_eq!(hearth[1].status, 422);
-    assert_eq!(hearth[2].status, 303);
+    // What the app did, once (both said the same).
+    let seen = |what: &str| -> &Response {
+        let at = requests.iter().position(|(w, _)| *w == what);
+        &warm[at.unwrap_or_else(|| panic!("no {what}"))]
+    };
+    assert_eq!(seen("empty form").status, 422);
+    let signed = seen("signed");
+    assert_eq!((signed.status, signed.header("location")), (303, Some("/")));
+    let page = seen("after signing").text();
+    assert!(page.contains("<b>Ann</b>: Hello there"), "{page}");
+    assert!(page.contains("visit number 4"), "the session: {page}");
+    assert_eq!(seen("theme").status, 303);
+    assert!(seen("dark page").text().contains("data-theme=\"dark\""));
+    let css = seen("stylesheet");
+    assert_eq!(css.status, 200);
+    assert!(css.text().starts_with("/* A static file"), "{}", css.text());
+    assert_eq!(seen("missing page").status, 404);
+    assert_eq!(seen("the php-fpm entry by name").status, 404);
+    let failed = seen("failing page");
+    assert_eq!(failed.status, 500);
     assert!(
-        hearth[3].text().contains("<b>Ann</b>: Hello there"),
+        failed.text().contains("Something went wrong"),
         "{}",
-        hearth[3].text()
+        failed.text()
     );
-    assert!(
-        hearth[3].text().contains("visit number 4"),
-        "{}",
-        hearth[3].text()
+    assert!(!failed.text().contains("on purpose"), "{}", failed.text());
+    // Every page but the stylesheet counted a visit, the failing one too.
+    let after = seen("after the failure").text();
+    assert!(after.contains("visit number 10"), "{after}");
+    // The exception handler logged it, as to php-fpm's log.
+    server.wait_for_log(
+        "guestbook: uncaught RuntimeException: /boom failed on purpose",
+        Duration::from_secs(5),
     );
-    assert!(hearth[5].text().contains("data-theme=\"dark\""));
-    assert_eq!(hearth[6].status, 404);
 }
 
 #[test]
@@ -209,16 +263,61 @@ fn the_slim_example_behaves_as_under_php_fpm() {
                 .header("Content-Type", "application/json")
                 .body(r#"{"a":1}"#),
         ),
+        ("first visit", Req::new("GET", "/visits")),
+        ("empty name", Req::new("POST", "/name").form("name=")),
+        ("name", Req::new("POST", "/name").form("name=Ann")),
+        ("after the redirect", Req::new("GET", "/visits")),
         ("missing page", Req::new("GET", "/nowhere")),
         ("wrong method", Req::new("DELETE", "/")),
+        ("failing page", Req::new("GET", "/boom")),
+        ("after the failure", Req::new("GET", "/visits")),
     ];
-    let server = hearth(example("slim/worker.php"));
+    let server = hearth("slim");
     let warm = browse(server.addr, &requests);
-    let fpm = Reference::start(&example("slim/public"), "index.php");
-    let cold = browse(fpm.addr, &requests);
+    let reference = fpm("slim");
+    let cold = browse(reference.addr, &requests);
     compare(&requests, &warm, &cold, Some("served_by_this_process"));
 
-    assert_eq!(warm[3].status, 201, "{}", warm[3].text());
+    let seen = |what: &str| -> &Response {
+        let at = requests.iter().position(|(w, _)| *w == what);
+        &warm[at.unwrap_or_else(|| panic!("no {what}"))]
+    };
+    assert_eq!(seen("form").status, 201, "{}", seen("form").text());
+    assert_eq!(
+        seen("first visit").text(),
+        "Hello stranger, visit number 1 in this session\n"
+    );
+    assert!(seen("first visit")
+        .headers_named("set-cookie")
+        .iter()
+        .any(|c| c.starts_with("PHPSESSID=")));
+    assert_eq!(seen("empty name").status, 422);
+    let named = seen("name");
+    assert_eq!(
+        (named.status, named.header("location")),
+        (303, Some("/visits"))
+    );
+    assert_eq!(
+        seen("after the redirect").text(),
+        "Hello Ann, visit number 2 in this session\n"
+    );
+    assert_eq!(seen("missing page").status, 404);
+    assert_eq!(seen("wrong method").status, 405);
+    let failed = seen("failing page");
+    assert_eq!(failed.status, 500);
+    assert!(
+        failed.text().contains("Slim Application Error"),
+        "{}",
+        failed.text()
+    );
+    assert!(!failed.text().contains("on purpose"), "{}", failed.text());
+    assert_eq!(
+        seen("after the failure").text(),
+        "Hello Ann, visit number 3 in this session\n"
+    );
+    // Slim's error handler logged it, as to php-fpm's log.
+    server.wait_for_log("/boom failed on purpose", Duration::from_secs(5));
+
     assert_eq!(cold[1].json()["served_by_this_process"], 1);
     assert_eq!(cold[2].json()["served_by_this_process"], 1);
     // One worker served them all: its app stayed booted between requests.

@@ -17,6 +17,10 @@
 # `index index.php index.html`, `try_files $uri $uri/ /SCRIPT?$query_string`
 # and every existing `.php` file run through snippets/fastcgi-php.conf
 # (the configuration Hearth's classic mode follows).
+# NGINX_SERVER=FILE serves DOCROOT with the server block of FILE instead
+# (an example's nginx.conf: a `server { ... }` block, comments around it),
+# with its `listen`, `root` and `fastcgi_pass` pointed at PORT, DOCROOT
+# and this php-fpm; it must have one of each.
 set -euo pipefail
 
 die() { echo "nginx-fpm.sh: $*" >&2; exit 1; }
@@ -53,6 +57,43 @@ site_locations() {
     esac
 }
 
+# FILE's server block with its listen, root and fastcgi_pass lines
+# rewritten for this run.
+server_from_file() {
+    local file=$1 port=$2 docroot=$3 socket=$4
+    [ -f "$file" ] || die "NGINX_SERVER: $file does not exist"
+    local directive count
+    for directive in listen root fastcgi_pass; do
+        count=$(grep -cE "^[[:space:]]*$directive[[:space:]]" "$file" || true)
+        [ "$count" = 1 ] || die "NGINX_SERVER: $file has $count '$directive' lines, not one"
+    done
+    sed -E \
+        -e "s|^([[:space:]]*)listen[[:space:]][^;]*;|\\1listen 127.0.0.1:$port;|" \
+        -e "s|^([[:space:]]*)root[[:space:]][^;]*;|\\1root $docroot;|" \
+        -e "s|^([[:space:]]*)fastcgi_pass[[:space:]][^;]*;|\\1fastcgi_pass unix:$socket;|" \
+        "$file"
+}
+
+# The server block: generated for NGINX_SITE, or NGINX_SERVER's.
+server_block() {
+    local state=$1 docroot=$2 script=$3 port=$4
+    if [ -n "${NGINX_SERVER:-}" ]; then
+        server_from_file "$NGINX_SERVER" "$port" "$docroot" "$state/php-fpm.sock"
+        return
+    fi
+    cat <<CONF
+    server {
+        listen 127.0.0.1:$port;
+        server_name localhost;
+        root $docroot;
+$(site_locations "$script")
+            include snippets/fastcgi-php.conf;
+            fastcgi_pass unix:$state/php-fpm.sock;
+        }
+    }
+CONF
+}
+
 start() {
     local state=$1 docroot=$2 script=$3 port=$4 children=${5:-2}
     command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || die "nginx not found (apt-get install nginx)"
@@ -66,6 +107,8 @@ start() {
         ln -sfn "/etc/nginx/$f" "$state/$f"
     done
     mkdir -p "$state/tmp"
+    # Before php-fpm starts, so that a bad NGINX_SERVER leaves nothing running.
+    local server; server=$(server_block "$state" "$docroot" "$script" "$port")
 
     cat > "$state/php-fpm.conf" <<CONF
 [global]
@@ -107,15 +150,7 @@ http {
     proxy_temp_path $state/tmp/proxy;
     uwsgi_temp_path $state/tmp/uwsgi;
     scgi_temp_path $state/tmp/scgi;
-    server {
-        listen 127.0.0.1:$port;
-        server_name localhost;
-        root $docroot;
-$(site_locations "$script")
-            include snippets/fastcgi-php.conf;
-            fastcgi_pass unix:$state/php-fpm.sock;
-        }
-    }
+$server
 }
 CONF
     "$nginx_bin" -p "$state" -c "$state/nginx.conf" -e "$state/nginx-error.log"

@@ -50,3 +50,15 @@ function e(string $text): string
 {
     return htmlspecialchars($text, ENT_QUOTES);
 }
+
+// The error page: an exception no page caught is logged (php-fpm's log,
+// or Hearth's) and the visitor gets a 500 without its details. Set here,
+// once per worker under Hearth, it stays for every request after.
+set_exception_handler(static function (Throwable $e): void {
+    error_log(sprintf('guestbook: uncaught %s: %s', get_class($e), $e->getMessage()));
+    if (!headers_sent()) {
+        http_response_code(500);
+        header('Content-Type: text/html; charset=utf-8');
+    }
+    echo "<!doctype html>\n<title>Error</title>\n<h1>Something went wrong</h1>\n";
+});

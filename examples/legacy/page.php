@@ -26,6 +26,12 @@ if ($path === '/theme') {
     return;
 }
 
+if ($path === '/boom') {
+    // A page that fails: the exception handler set in bootstrap.php
+    // answers with the error page.
+    throw new RuntimeException('/boom failed on purpose');
+}
+
 if ($path !== '/') {
     http_response_code(404);
     echo 'Not found: ', e((string) $path), "\n";
@@ -51,6 +57,7 @@ header('Content-Type: text/html; charset=utf-8');
 <!doctype html>
 <html lang="en" data-theme="<?= $theme ?>">
 <title><?= e($config['site_name']) ?></title>
+<link rel="stylesheet" href="/style.css">
 <h1><?= e($config['site_name']) ?></h1>
 <p>Your visit number <?= (int) $_SESSION['visits'] ?> in this session.
 <a href="/theme?name=<?= $theme === 'dark' ? 'light' : 'dark' ?>">Switch theme</a></p>

@@ -50,4 +50,38 @@ $app->post('/echo', function (Request $request, Response $response): Response {
     return $response->withStatus(201)->withHeader('Content-Type', 'application/json');
 });
 
+// PHP's own sessions, started by the routes that use them, as a Slim 3
+// session middleware does. The cookie session_start() sets goes out with
+// the PSR-7 response, under Hearth as under php-fpm.
+$session = function (Request $request, Response $response, callable $next): Response {
+    session_start();
+    return $next($request, $response);
+};
+
+$app->get('/visits', function (Request $request, Response $response): Response {
+    $_SESSION['visits'] = ($_SESSION['visits'] ?? 0) + 1;
+    $name = $_SESSION['name'] ?? 'stranger';
+    $response->getBody()->write("Hello {$name}, visit number {$_SESSION['visits']} in this session\n");
+    return $response->withHeader('Content-Type', 'text/plain; charset=utf-8');
+})->add($session);
+
+// A form: a name kept in the session, then a redirect (303) to the page
+// that shows it.
+$app->post('/name', function (Request $request, Response $response): Response {
+    $name = ((array) $request->getParsedBody())['name'] ?? '';
+    $name = is_string($name) ? trim($name) : '';
+    if ($name === '') {
+        $response->getBody()->write("A name, please.\n");
+        return $response->withStatus(422)->withHeader('Content-Type', 'text/plain; charset=utf-8');
+    }
+    $_SESSION['name'] = $name;
+    return $response->withStatus(303)->withHeader('Location', '/visits');
+})->add($session);
+
+// A route that fails: Slim's error handler logs it (php-fpm's log, or
+// Hearth's) and answers 500 without its details (displayErrorDetails).
+$app->get('/boom', function (): Response {
+    throw new RuntimeException('/boom failed on purpose');
+});
+
 return $app;

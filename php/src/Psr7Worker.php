@@ -17,32 +17,66 @@ use Psr\Http\Message\UploadedFileInterface;
  *     $app = bootMyApp();
  *     Hearth\Psr7Worker::serve($factory, fn (ServerRequestInterface $r) => $app->handle($r));
  *
+ * or, for a PSR-15 request handler (a Slim 4 app, a middleware pipe):
+ *
+ *     Hearth\Psr7Worker::serve($factory, $app);
+ *
  * The factory is any PSR-17 implementation (server request, stream,
  * uploaded file and URI factories; nyholm/psr7's Psr17Factory is all four).
- * Hearth itself depends on no PSR package: it only calls these methods.
+ * Hearth itself depends on no PSR package: it only calls these methods, and
+ * knows a PSR-15 handler by its interface's name.
  * Under php-fpm the same script builds the request from the globals and
  * emits the response with header() and echo.
  */
 final class Psr7Worker
 {
     private const EMIT_CHUNK = 65536;
+    /** PSR-15's handler interface (psr/http-server-handler), which the library does not require. */
+    private const PSR15_HANDLER = 'Psr\\Http\\Server\\RequestHandlerInterface';
 
     /**
-     * Serves every request through $handler. The handler reads the body
-     * from the request's stream; php://input is left to PHP (and empty), so
-     * that the streams the app opens (php://temp, php://memory) are PHP's
-     * own, as PSR-7 libraries expect.
+     * Serves every request through $handler: a callable, or a PSR-15
+     * request handler (Psr\Http\Server\RequestHandlerInterface), whose
+     * handle() is called even when the object is also callable. The
+     * handler reads the body from the request's stream; php://input is
+     * left to PHP (and empty), so that the streams the app opens
+     * (php://temp, php://memory) are PHP's own, as PSR-7 libraries expect.
      *
      * @param object $factory PSR-17 ServerRequestFactory, StreamFactory,
      *                        UploadedFileFactory and UriFactory in one object
-     * @param callable(ServerRequestInterface): ResponseInterface $handler
+     * @param (callable(ServerRequestInterface): ResponseInterface)|\Psr\Http\Server\RequestHandlerInterface $handler
+     * @throws \TypeError when $handler is neither
      */
-    public static function serve(object $factory, callable $handler): void
+    public static function serve(object $factory, callable|object $handler): void
     {
+        $handle = self::handler($handler);
         InputStream::leaveBuiltInWrapper();
-        Worker::serve(static function () use ($factory, $handler): void {
-            self::emit($handler(self::requestFromGlobals($factory)));
+        Worker::serve(static function () use ($factory, $handle): void {
+            self::emit($handle(self::requestFromGlobals($factory)));
         });
+    }
+
+    /**
+     * The callable serve() calls for each request. A PSR-15 handler is
+     * known by its interface's name, so that psr/http-server-handler is
+     * needed only by apps that use it: instanceof loads no class, and is
+     * false for an interface that was never declared.
+     *
+     * @return callable(ServerRequestInterface): ResponseInterface
+     */
+    private static function handler(callable|object $handler): callable
+    {
+        if ($handler instanceof \Psr\Http\Server\RequestHandlerInterface) {
+            return $handler->handle(...);
+        }
+        if (is_callable($handler)) {
+            return $handler;
+        }
+        throw new \TypeError(sprintf(
+            'Hearth\Psr7Worker::serve(): the handler must be a callable or a %s, %s given',
+            self::PSR15_HANDLER,
+            get_debug_type($handler),
+        ));
     }
 
     /**

@@ -29,6 +29,7 @@ final class Psr7WorkerTest extends TestCase
         if (!class_exists(Psr17Factory::class) || !interface_exists(UploadedFileInterface::class)) {
             self::markTestSkipped('nyholm/psr7 is not installed (Debian: php-nyholm-psr7)');
         }
+        require_once __DIR__ . '/fixtures/psr15.php';
         $this->factory = new Psr17Factory();
         $this->saved = [
             'server' => $_SERVER,
@@ -321,6 +322,70 @@ final class Psr7WorkerTest extends TestCase
         self::assertSame(['title' => 'Hi'], $seen['parsed']);
         self::assertSame(['doc' => ['a.txt', 'file content']], $seen['files']);
         self::assertSame('', $seen['body'], 'PHP gives no php://input for multipart forms');
+    }
+
+    public function testServeOutsideHearthRunsAPsr15HandlerOnceUnderPhpCgi(): void
+    {
+        $body = 'name=Ann';
+        [$headers, $output] = PhpCgi::response(__DIR__ . '/fixtures/psr15_app.php', [
+            'REQUEST_METHOD' => 'POST',
+            'REQUEST_URI' => '/greet?x=1',
+            'QUERY_STRING' => 'x=1',
+            'HTTP_HOST' => 'example.test',
+            'CONTENT_TYPE' => 'application/x-www-form-urlencoded',
+            'CONTENT_LENGTH' => (string) strlen($body),
+        ], $body);
+        self::assertContains('Status: 202 Accepted', $headers);
+        self::assertContains('X-Handled-By: handle', $headers, 'handle(), not __invoke()');
+        [$json, $calls] = explode("\n", $output, 2);
+        self::assertSame('calls=1', $calls);
+        self::assertSame([
+            'method' => 'POST',
+            'uri' => 'http://example.test/greet?x=1',
+            'parsed' => ['name' => 'Ann'],
+        ], json_decode($json, true, 512, JSON_THROW_ON_ERROR));
+    }
+
+    public function testServeOutsideHearthRunsAPsr15HandlerOnceUnderTheCli(): void
+    {
+        $env = getenv();
+        unset($env['HEARTH_PROTOCOL']);
+        $process = proc_open(
+            [PHP_BINARY, '-n', __DIR__ . '/fixtures/psr15_app.php'],
+            [0 => ['file', '/dev/null', 'r'], 1 => ['pipe', 'w'], 2 => ['pipe', 'w']],
+            $pipes,
+            null,
+            $env,
+        );
+        self::assertIsResource($process);
+        $stdout = (string) stream_get_contents($pipes[1]);
+        $stderr = (string) stream_get_contents($pipes[2]);
+        fclose($pipes[1]);
+        fclose($pipes[2]);
+        self::assertSame(0, proc_close($process), $stderr);
+        self::assertSame('', $stderr);
+        self::assertSame(
+            '{"method":"GET","uri":"http:\/\/localhost\/","parsed":null}' . "\ncalls=1",
+            $stdout,
+        );
+    }
+
+    public function testServeRefusesAHandlerThatIsNeitherCallableNorAPsr15Handler(): void
+    {
+        // A handle() method is not enough: only the interface says it takes
+        // a PSR-7 request (Symfony's HttpKernel has a handle() too).
+        $notAHandler = new class {
+            public function handle(object $request): object
+            {
+                return $request;
+            }
+        };
+        $this->expectException(\TypeError::class);
+        $this->expectExceptionMessage(
+            'Hearth\Psr7Worker::serve(): the handler must be a callable or a '
+            . 'Psr\Http\Server\RequestHandlerInterface, class@anonymous given',
+        );
+        Psr7Worker::serve($this->factory, $notAHandler);
     }
 
     public function testEmitStreamsALargeBodyFromItsStart(): void

@@ -23,22 +23,24 @@ final class ResponseHead
      * The HEAD payload of the current response.
      *
      * @param array{0:int,1:list<string>}|null $explicit status and header lines
-     *        set through the PSR-7 bridge, or null for header()'s
+     *        set through the PSR-7 bridge, sent after header()'s, or null
      * @param string|null $sessionName the name of the session cookie the
      *        worker read before the app ran
      * @param string|null $cookieSessionId the session id it found there
      */
     public function payload(?array $explicit, ?string $sessionName, ?string $cookieSessionId): string
     {
+        $lines = headers_list();
+        if ($sessionName !== null && $cookieSessionId !== null) {
+            $lines = self::withoutEchoedSessionCookie($lines, $sessionName, $cookieSessionId);
+        }
         if ($explicit !== null) {
-            [$status, $lines] = $explicit;
-            $lines = $this->asHeaderWould($lines);
+            // After what header() set, as the PSR-7 emitter adds them under
+            // php-fpm (header($line, false)).
+            [$status, $explicitLines] = $explicit;
+            $lines = [...$lines, ...self::asHeaderWould($explicitLines)];
         } else {
             $status = (int) http_response_code();
-            $lines = headers_list();
-            if ($sessionName !== null && $cookieSessionId !== null) {
-                $lines = self::withoutEchoedSessionCookie($lines, $sessionName, $cookieSessionId);
-            }
         }
         if (!self::hasContentType($lines)) {
             $default = self::defaultContentType();
@@ -72,14 +74,15 @@ final class ResponseHead
 
     /**
      * Header lines given directly (PSR-7) as header() would have stored
-     * them: text/* content types get the default charset, and X-Powered-By
-     * is there when expose_php is on. The same script then answers the same
-     * under php-fpm, where the PSR-7 emitter calls header().
+     * them: text/* content types get the default charset. (X-Powered-By,
+     * when expose_php is on, is among the lines of headers_list(), put
+     * there at the start of the request.) The same script then answers the
+     * same under php-fpm, where the PSR-7 emitter calls header().
      *
      * @param list<string> $lines
      * @return list<string>
      */
-    private function asHeaderWould(array $lines): array
+    private static function asHeaderWould(array $lines): array
     {
         $charset = (string) ini_get('default_charset');
         foreach ($lines as $i => $line) {
@@ -89,9 +92,6 @@ final class ResponseHead
                     $lines[$i] = 'Content-type: ' . $type . ';charset=' . $charset;
                 }
             }
-        }
-        if ($this->exposePhp) {
-            array_unshift($lines, 'X-Powered-By: PHP/' . PHP_VERSION);
         }
         return $lines;
     }

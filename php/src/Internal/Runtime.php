@@ -606,20 +606,20 @@ final class Runtime
     }
 
     /**
-     * Sets the response head directly (PSR-7 responses), bypassing header().
+     * Sets the head of a PSR-7 response: its status, and its header lines
+     * added to those header(), setcookie() and session_start() set while
+     * the handler ran, as Psr7Worker::emit() sends them under php-fpm
+     * (header($line, false)). A PSR-7 app's PHP session keeps its cookie.
      *
      * @param list<string> $lines
      */
     public function setHead(int $status, array $lines): void
     {
         if ($this->native) {
-            // PHP's own head: header() as a PSR-7 emitter calls it.
+            // PHP's own head: header() as the PSR-7 emitter calls it.
             http_response_code($status);
-            $seen = [];
             foreach ($lines as $line) {
-                $name = strtolower(strstr($line, ':', true) ?: $line);
-                header($line, !isset($seen[$name]));
-                $seen[$name] = true;
+                header($line, false);
             }
             return;
         }
