@@ -38,10 +38,16 @@ impl App {
         self.0.hearth(extra)
     }
 
-    /// nginx + php-fpm serving public/ with index.php as the front
-    /// controller, as examples/symfony/nginx.conf does.
+    /// nginx + php-fpm with the server block of the example's nginx.conf
+    /// itself (its listen, root and fastcgi_pass pointed at this run's
+    /// port, the copy's public/ and the reference's php-fpm).
     fn fpm(&self) -> Reference {
-        Reference::start(&self.0.root.join("public"), "index.php")
+        let conf = self.0.root.join("nginx.conf");
+        Reference::start_with(
+            &self.0.root.join("public"),
+            "index.php",
+            &[("NGINX_SERVER", conf.to_str().expect("path"))],
+        )
     }
 }
 
