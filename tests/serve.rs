@@ -633,6 +633,23 @@ fn sigterm_lets_in_flight_requests_finish_then_exits_0() {
     assert_eq!(server.wait_exit(Duration::from_secs(20)), Some(0));
 }
 
+/// A worker that served requests exits without a word from PHP: its
+/// response headers, long sent, are not touched at exit (with the
+/// extension, header_remove() then warned "Cannot modify header
+/// information - headers already sent" on every stop and replacement).
+#[test]
+fn a_worker_stops_without_php_warnings() {
+    let mut server = Server::start(&fixture("app.php"), &["--workers", "1"]);
+    for _ in 0..3 {
+        assert_eq!(server.get("/env").status, 200);
+    }
+    server.signal("TERM");
+    assert_eq!(server.wait_exit(Duration::from_secs(20)), Some(0));
+    server.wait_for_log("stopped", Duration::from_secs(10));
+    let log = server.log();
+    assert!(!log.contains("PHP Warning"), "{log}");
+}
+
 /// Starts GET /stream, whose handler sends a first chunk and then waits
 /// for the file `go` before sending the rest; returns the connection and
 /// the response head.

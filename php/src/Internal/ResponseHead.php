@@ -68,7 +68,11 @@ final class ResponseHead
      */
     public static function clearForExit(): void
     {
-        header_remove();
+        // Headers already sent (a response of the extension's output
+        // layer) are not printed again, and cannot be removed.
+        if (!headers_sent()) {
+            header_remove();
+        }
         ini_set('default_mimetype', '');
     }
 
