@@ -70,6 +70,10 @@ fn each_deliberate_leak_is_reported_with_the_request_that_left_it() {
             "/request",
             "/",
             "/",
+            "/append",
+            "/append",
+            "/append",
+            "/append",
         ],
     );
     let seen = findings_at_stop(server);
@@ -85,6 +89,7 @@ fn each_deliberate_leak_is_reported_with_the_request_that_left_it() {
         "GET /transaction left a PDO transaction open, at $db",
         "GET /memory left memory growing: repeated requests have kept 2.0 MiB",
         "GET / left the Nyholm\\Psr7\\ServerRequest of an earlier request (GET /request) still held at Registry::$instance->current",
+        "GET /append left $container->services['profile']->history growing: entries added by 3 repeats of this request (now 4)",
     ];
     assert_eq!(seen.len(), expected.len(), "{seen:#?}");
     for (seen, expected) in seen.iter().zip(expected) {

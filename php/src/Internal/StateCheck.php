@@ -56,6 +56,9 @@ final class StateCheck
     /** Shorter values of a request are not looked for in what it left. */
     private const MIN_REQUEST_DATA = 4;
 
+    /** An array that gains entries on this many repeats of one kind of request is reported as growing. */
+    private const GROWING_REPEATS = 3;
+
     /** Findings listed per request at most; the rest are counted. */
     private const MAX_FINDINGS = 40;
 
@@ -95,6 +98,11 @@ final class StateCheck
     /** @var array<string, int> memory kept by the repeats of each kind of request */
     private array $kinds = [];
     private int $repeatedGrowth = 0;
+    /** The request being compared is of a kind seen before (same method, path but for numbers). */
+    private bool $repeat = false;
+    private string $kind = '';
+    /** @var array<string, int> arrays, by place and kind of request, and how many repeats of it added to them */
+    private array $growing = [];
     private int $memoryReported = 0;
     private bool $limitLogged = false;
     /** @var list<string> values the current request brought (query, form, cookies, path segments) */
@@ -257,16 +265,27 @@ final class StateCheck
     {
         $open = ob_get_level() - $this->outputLevel;
         if ($open > 0) {
-            $names = array_map(static fn (array $s): string => (string) ($s['name'] ?? '?'), array_slice(ob_get_status(true), -$open));
-            $this->notes[] = sprintf('%d output buffer%s open (%s); Hearth ended %s', $open, $open === 1 ? '' : 's', implode(', ', $names), $open === 1 ? 'it' : 'them');
+            $names = array_map(
+                static fn (array $s): string => (string) ($s['name'] ?? '?'),
+                array_slice(ob_get_status(true), -$open),
+            );
+            $this->notes[] = sprintf(
+                '%d output buffer%s open (%s); Hearth ended %s',
+                $open,
+                $open === 1 ? '' : 's',
+                implode(', ', $names),
+                $open === 1 ? 'it' : 'them',
+            );
         }
         // Settings Hearth puts back after every request (Baseline's
         // watched list, the timezone) cannot reach the next one; the
         // others are put back every FULL_INI_CHECK requests.
         foreach (ini_get_all(null, false) as $name => $value) {
             $boot = array_key_exists($name, $this->ini) ? $this->ini[$name] : $value;
-            if ($boot !== $value && $name !== 'max_execution_time' && !str_starts_with($name, 'session.')
-                && !in_array($name, Baseline::WATCHED_INI, true)) {
+            if (
+                $boot !== $value && $name !== 'max_execution_time' && !str_starts_with($name, 'session.')
+                && !in_array($name, Baseline::WATCHED_INI, true)
+            ) {
                 $this->once('ini ' . $name, sprintf(
                     'setting %s changed from %s to %s (Hearth puts such settings back every %d requests; '
                     . 'set it at boot, or put it back)',
@@ -293,12 +312,16 @@ final class StateCheck
         $this->paths = [];
         $open = $this->snapshot();
         $this->requestData = [];
+        $kind = $method . ' ' . preg_replace('/\d+/', '#', (string) parse_url($uri, PHP_URL_PATH));
+        $this->repeat = isset($this->kinds[$kind]);
+        $this->kind = $kind;
 
         foreach ($this->slots as $place => $value) {
             if (array_key_exists($place, $beforeSlots)) {
                 $this->compare($place, $beforeSlots[$place], $value, $findings);
             } elseif (str_starts_with($place, '$')) {
-                $this->once($place, sprintf('a new global variable, %s (%s)', $place, self::describe($value)), $findings);
+                $finding = sprintf('a new global variable, %s (%s)', $place, self::describe($value));
+                $this->once($place, $finding, $findings);
             }
         }
         foreach ($this->objects as $object => $properties) {
@@ -331,7 +354,7 @@ final class StateCheck
         foreach ($open as $place => $what) {
             $this->once('open ' . $place, sprintf('%s open, at %s', $what, $place), $findings);
         }
-        
+
         // A request seen before (same method, same path but for numbers)
         // that still keeps memory is a leak; the first of its kind may
         // build services and fill caches for good.
@@ -339,14 +362,14 @@ final class StateCheck
         $memory = memory_get_usage();
         $kept = $memory - $this->memoryBefore;
         $this->memoryBefore = $memory;
-        $kind = $method . ' ' . preg_replace('/\d+/', '#', (string) parse_url($uri, PHP_URL_PATH));
-        if (isset($this->kinds[$kind]) && $kept > 0) {
+        if ($this->repeat && $kept > 0) {
             $this->kinds[$kind] += $kept;
             $this->repeatedGrowth += $kept;
             if ($this->repeatedGrowth >= $this->memoryReported + self::MEMORY_STEP) {
                 arsort($this->kinds);
                 $findings[] = sprintf(
-                    'memory growing: repeated requests have kept %.1f MiB (the worker now uses %.1f MiB); most by %s (%.1f MiB)',
+                    'memory growing: repeated requests have kept %.1f MiB (the worker now uses %.1f MiB); '
+                    . 'most by %s (%.1f MiB)',
                     $this->repeatedGrowth / 1048576,
                     $memory / 1048576,
                     array_key_first($this->kinds),
@@ -398,7 +421,20 @@ final class StateCheck
             return;
         }
         if (is_array($old) && is_array($new)) {
-            // Keys added are a cache filling; a key kept is compared.
+            // Keys added are a cache filling, unless requests seen before
+            // keep adding them; a key kept is compared.
+            if ($this->repeat && count(array_diff_key($new, $old)) > 0) {
+                $key = $place . "\0" . $this->kind;
+                $this->growing[$key] = ($this->growing[$key] ?? 0) + 1;
+                if ($this->growing[$key] === self::GROWING_REPEATS) {
+                    $this->once($place . ' grows', sprintf(
+                        '%s growing: entries added by %d repeats of this request (now %d)',
+                        $place,
+                        self::GROWING_REPEATS,
+                        count($new),
+                    ), $findings);
+                }
+            }
             foreach ($old as $key => $value) {
                 if (array_key_exists($key, $new)) {
                     $this->compare($place . '[' . var_export($key, true) . ']', $value, $new[$key], $findings);
@@ -406,9 +442,11 @@ final class StateCheck
             }
             return;
         }
-        if (is_string($old) && is_string($new) && $old !== '' && $new !== ''
+        if (
+            is_string($old) && is_string($new) && $old !== '' && $new !== ''
             && ($old[0] === 's' || $old[0] === 'S') && ($new[0] === 's' || $new[0] === 'S')
-            && substr($old, 1) === substr($new, 1)) {
+            && substr($old, 1) === substr($new, 1)
+        ) {
             return;
         }
         if (is_string($new) && self::unset($new)) {
@@ -424,7 +462,8 @@ final class StateCheck
             // lazily) with nothing from the request in it.
             return;
         }
-        $this->once($place, sprintf('%s changed: %s -> %s', $place, self::describe($old), self::describe($new, $old)), $findings);
+        $finding = sprintf('%s changed: %s -> %s', $place, self::describe($old), self::describe($new, $old));
+        $this->once($place, $finding, $findings);
     }
 
     /** @param string|array<mixed> $value */
@@ -441,7 +480,10 @@ final class StateCheck
      */
     private static function describe(string|array $value, string|array|null $was = null): string
     {
-        if (is_string($was) && is_string($value) && $was !== '' && $value[0] === 's' && ($was[0] === 's' || $was[0] === 'S')) {
+        if (
+            is_string($was) && is_string($value) && $was !== '' && $value[0] === 's'
+            && ($was[0] === 's' || $was[0] === 'S')
+        ) {
             return 'another string(' . explode(':', $value, 3)[1] . ')';
         }
         if (is_array($value)) {
@@ -524,7 +566,10 @@ final class StateCheck
             if (++$visited > self::MAX_OBJECTS) {
                 if (!$this->limitLogged) {
                     $this->limitLogged = true;
-                    Log::write(sprintf('state check: the app holds more than %d objects; the rest are not checked', self::MAX_OBJECTS));
+                    Log::write(sprintf(
+                        'state check: the app holds more than %d objects; the rest are not checked',
+                        self::MAX_OBJECTS,
+                    ));
                 }
                 break;
             }
@@ -653,7 +698,8 @@ final class StateCheck
                 }
                 $out = [];
                 foreach ($value as $key => $item) {
-                    $out[$key] = $this->fingerprint($item, $path . '[' . var_export($key, true) . ']', $queue, $depth + 1);
+                    $where = $path . '[' . var_export($key, true) . ']';
+                    $out[$key] = $this->fingerprint($item, $where, $queue, $depth + 1);
                 }
                 return $out;
             case $value instanceof \UnitEnum:

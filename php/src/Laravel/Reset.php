@@ -77,6 +77,16 @@ final class Reset
     {
         $sandbox->instance('config', clone $sandbox->make('config'));
         self::rebind($sandbox);
+        // FlushAuthenticationState, as Octane runs it before a request:
+        // the guards the request makes are the sandbox's. A session guard
+        // registers a `request` rebinding on the application its manager
+        // has: on the booted one, that was one more callback (holding the
+        // guard and its request) for every request, never removed.
+        if ($sandbox->resolved('auth')) {
+            $auth = $sandbox->make('auth');
+            $auth->setApplication($sandbox);
+            $auth->forgetGuards();
+        }
         $sandbox->instance('request', $request);
     }
 
