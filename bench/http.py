@@ -6,6 +6,11 @@ For each worker app, starts three contenders on free 127.0.0.1 ports:
 extension), the same with `--php-extension off` (the PHP library's pure-PHP
 request startup, what a user without the extension gets), and nginx +
 php-fpm (bench/reference/nginx-fpm.sh, pm = static, pm.max_children = N).
+For each framework app (the Symfony and Laravel examples, each on a fresh
+copy deployed for production by its setup script in bench/reference/, one
+copy per server), the same three: `hearth serve --config APP/hearth.toml`
+(the example's own settings), again without the extension, and nginx +
+php-fpm serving APP/public/index.php as the example's nginx.conf does.
 For each classic app (an unmodified multi-script site such as Debian's
 DokuWiki), two: `hearth serve --root SITE --workers N` (classic mode, its
 own php-fpm pool of N children) and nginx + php-fpm with NGINX_SITE=classic,
@@ -20,6 +25,7 @@ around every round, and their resident memory after every round.
     python3 bench/http.py                      # the full comparison
     python3 bench/http.py --rounds 2 --duration 4 --apps slim
     python3 bench/http.py --apps dokuwiki      # classic mode only
+    python3 bench/http.py --apps symfony,laravel --rounds 2 --duration 4
     python3 bench/http.py --no-fallback        # Hearth with the extension vs php-fpm only
 
 Writes bench/results/http-<date>.md and bench/results/http-latest.md.
@@ -106,10 +112,26 @@ class App:
     checks: tuple[Check, ...] = ()
     """Extra requests that must behave the same on both servers."""
     site_setup: Path | None = None
-    """A classic app's setup script: `SCRIPT DIR` makes a fresh copy of
-    the site in DIR and prints its document root on its last line. Each
-    server gets a copy of its own; Hearth serves it in classic mode
-    (`hearth serve --root`), nginx + php-fpm with NGINX_SITE=classic."""
+    """A classic or framework app's setup script: `SCRIPT DIR` makes a
+    fresh copy of the site in DIR and prints, on its last line, its
+    document root (a classic app) or the app's directory (a framework
+    app). Each server gets a copy of its own. Hearth serves a classic
+    app in classic mode (`hearth serve --root`), nginx + php-fpm with
+    NGINX_SITE=classic."""
+    hearth_config: str | None = None
+    """A framework app's hearth.toml, under the directory its setup script
+    printed: Hearth runs `hearth serve --config DIR/HEARTH_CONFIG` (the
+    app's own worker script and settings), nginx + php-fpm serve
+    DIR/public with `script` as the front controller."""
+    cookie: bool = False
+    """Whether wrk sends, with every request, the cookies the server set on
+    a first visit to the measured URL (one returning visitor), instead of
+    none (a new visitor per request). For an app that starts a session on
+    every page (Laravel's `web` middleware), where a new visitor per
+    request leaves a session file per request behind, which the app's
+    session garbage collection (a 2% lottery in Laravel) then reads all
+    of: the run would measure a directory growing with the requests each
+    server answered, the faster one's the most."""
     connections: int | None = None
     """wrk's connections for this app, instead of --connections: a page
     that costs tens of milliseconds of PHP would queue past wrk's 2 s
@@ -123,7 +145,11 @@ class App:
 
     @property
     def classic(self) -> bool:
-        return self.site_setup is not None
+        return self.site_setup is not None and self.hearth_config is None
+
+    @property
+    def framework(self) -> bool:
+        return self.hearth_config is not None
 
     def contenders(self, args: argparse.Namespace) -> tuple[str, ...]:
         return tuple(c for c in args.contenders if not self.classic or c in CLASSIC_CONTENDERS)
@@ -143,6 +169,18 @@ def wordpress_body(body: bytes) -> bytes:
     return re.sub(rb"127\.0\.0\.1%3A\d+", rb"127.0.0.1%3APORT", body)
 
 
+def symfony_body(body: bytes) -> bytes:
+    """Symfony masks every CSRF token it puts in a form with a new random
+    salt (the guestbook's form[_token])."""
+    return re.sub(rb'(name="[^"]*_token\]?" value=")[^"]*"', rb'\1TOKEN"', body)
+
+
+def laravel_body(body: bytes) -> bytes:
+    """A Laravel form's CSRF token (Blade's @csrf) is its session's, and
+    each server has its own sessions."""
+    return re.sub(rb'(name="_token" value=")[^"]*"', rb'\1TOKEN"', body)
+
+
 APPS = {
     "hello": App(
         name="hello",
@@ -160,6 +198,44 @@ APPS = {
         checks=(
             Check("/hello/bench", 200, same_body=True),
             Check("/no/such/page", 404, same_body=True),
+        ),
+    ),
+    # Framework apps: the examples, unmodified, on a copy deployed for
+    # production; Hearth with the example's hearth.toml, php-fpm with its
+    # public/index.php (the example's nginx.conf).
+    "symfony": App(
+        name="symfony",
+        # A Twig page (the layout, a translated message, three routes
+        # generated) that starts no session for a new visitor.
+        path="/fr/hello",
+        site_setup=BENCH / "reference" / "symfony.sh",
+        hearth_config="hearth.toml",
+        normalize=symfony_body,
+        checks=(
+            Check("/en/hello", 200, same_body=True),
+            Check("/guestbook", 200, same_body=True),
+            Check("/nowhere", 404, same_body=True),
+            Check("/robots.txt", 200, same_body=True),
+        ),
+    ),
+    "laravel": App(
+        name="laravel",
+        # A Blade page (the layout, a translated message, three routes
+        # generated, the session and the guest check the layout's @auth
+        # makes); every page of the app starts a session.
+        path="/fr/hello",
+        site_setup=BENCH / "reference" / "laravel.sh",
+        hearth_config="hearth.toml",
+        cookie=True,
+        # Some 5 ms of PHP a page under php-fpm: 64 connections on 2 PHP
+        # processes would queue close to wrk's 2 s timeout on a busy machine.
+        connections=16,
+        normalize=laravel_body,
+        checks=(
+            # The guestbook: an Eloquent query to SQLite, and a form.
+            Check("/guestbook", 200, same_body=True),
+            Check("/no/such/page", 404, same_body=True),
+            Check("/robots.txt", 200, same_body=True),
         ),
     ),
     # Classic apps: an unmodified site, a setup script, a URL.
@@ -283,16 +359,36 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
-def fetch(port: int, path: str, timeout: float = 10.0) -> tuple[int, dict[str, str], bytes]:
+def fetch(port: int, path: str, timeout: float = 10.0,
+          cookie: str | None = None) -> tuple[int, dict[str, str], bytes]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        conn.request("GET", path)
+        conn.request("GET", path, headers={"Cookie": cookie} if cookie else {})
         response = conn.getresponse()
         body = response.read()
         headers = {k.lower(): v for k, v in response.getheaders()}
         return response.status, headers, body
     finally:
         conn.close()
+
+
+def first_visit_cookie(port: int, path: str) -> str:
+    """The Cookie header a browser would send back after a first GET of
+    path: every cookie the response set, by name=value."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10.0)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        response.read()
+        cookies = [c.split(";", 1)[0].strip() for c in response.msg.get_all("Set-Cookie") or []]
+    except (OSError, http.client.HTTPException) as e:
+        raise BenchError(f"GET {path} on 127.0.0.1:{port} for its cookies: {e}") from None
+    finally:
+        conn.close()
+    if response.status != 200 or not cookies:
+        raise BenchError(f"GET {path} on 127.0.0.1:{port} for its cookies: status {response.status}, "
+                         f"{len(cookies)} cookie(s) set")
+    return "; ".join(cookies)
 
 
 def wait_until_serving(port: int, path: str, deadline_s: float, alive=lambda: True) -> None:
@@ -455,11 +551,14 @@ class HearthServer:
     does not reach it and its php-cgi workers are found for cleanup."""
 
     def __init__(self, binary: Path, app: App, port: int, workers: int, state: Path,
-                 extra_args: tuple[str, ...] = (), site_root: Path | None = None):
+                 extra_args: tuple[str, ...] = (), site_root: Path | None = None,
+                 config: Path | None = None):
         self.binary = binary
         self.extra_args = extra_args
         self.site_root = site_root
         """A classic app's copy: served with `--root` (classic mode)."""
+        self.config = config
+        """A framework app copy's hearth.toml: served with `--config`."""
         self.app = app
         self.port = port
         self.workers = workers
@@ -469,7 +568,9 @@ class HearthServer:
     def start(self, env: dict[str, str]) -> None:
         cmd = [
             str(self.binary), "--log-level", "warn", "serve",
-            *(["--root", str(self.site_root)] if self.site_root else [str(self.app.worker)]),
+            *(["--root", str(self.site_root)] if self.site_root
+              else ["--config", str(self.config)] if self.config
+              else [str(self.app.worker)]),
             "--listen", f"127.0.0.1:{self.port}", "--workers", str(self.workers),
             *self.extra_args,
         ]
@@ -592,8 +693,9 @@ class FpmServer:
 
 
 def run_wrk(wrk: str, port: int, path: str, connections: int, duration: int,
-            app: str, server: str, index: int) -> Round:
+            app: str, server: str, index: int, cookie: str | None = None) -> Round:
     cmd = [wrk, "-t1", f"-c{connections}", f"-d{duration}s", "-s", str(REPORT_LUA),
+           *(["-H", f"Cookie: {cookie}"] if cookie else []),
            f"http://127.0.0.1:{port}{path}"]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -623,15 +725,16 @@ def run_wrk(wrk: str, port: int, path: str, connections: int, duration: int,
 # ------------------------------------------------------------ verification
 
 
-def verify(app: App, ports: dict[str, int]) -> list[str]:
-    """Problems found before measuring; empty when both servers agree."""
+def verify(app: App, ports: dict[str, int], cookies: dict[str, str]) -> list[str]:
+    """Problems found before measuring; empty when both servers agree.
+    Each server is sent its cookies, if any (App.cookie)."""
     problems = []
     checks = (Check(app.path, 200, same_body=True),) + app.checks
     for check in checks:
         answers = {}
         for server, port in ports.items():
             try:
-                answers[server] = fetch(port, check.path)
+                answers[server] = fetch(port, check.path, cookie=cookies.get(server))
             except (OSError, http.client.HTTPException) as e:
                 problems.append(f"{app.name}: GET {check.path} on {server}: {e}")
         if len(answers) != len(ports):
@@ -662,8 +765,9 @@ def verify(app: App, ports: dict[str, int]) -> list[str]:
 
 
 def site_copy(app: App, directory: Path) -> Path:
-    """A fresh copy of a classic app's site, made by its setup script in
-    directory; its document root."""
+    """A fresh copy of a classic or framework app's site, made by its setup
+    script in directory; its document root (classic) or the app's
+    directory (framework)."""
     try:
         result = subprocess.run([str(app.site_setup), str(directory)], stdin=subprocess.DEVNULL,
                                 capture_output=True, text=True, start_new_session=True, timeout=300)
@@ -680,13 +784,19 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
               state_root: Path) -> AppResult:
     contenders = app.contenders(args)
     state = Path(tempfile.mkdtemp(prefix=f"{app.name}-", dir=state_root))
-    # A classic app's site, one fresh copy per server (each writes its own
-    # sessions, caches and pages); a worker app's files, shared.
+    # A classic or framework app's site, one fresh copy per server (each
+    # writes its own sessions, caches and pages); a worker app's files,
+    # shared.
     roots: dict[str, Path | None] = {}
     sites: list[Path] = []
-    if app.classic:
-        print(f"\n== {app.name}: hearth serve --root (classic mode) vs nginx + php-fpm, each on a copy "
-              f"made by {app.site_setup.relative_to(ROOT)}, GET {app.path}")
+    if app.site_setup:
+        if app.classic:
+            print(f"\n== {app.name}: hearth serve --root (classic mode) vs nginx + php-fpm, each on a copy "
+                  f"made by {app.site_setup.relative_to(ROOT)}, GET {app.path}")
+        else:
+            print(f"\n== {app.name}: hearth serve --config APP/{app.hearth_config} vs php-fpm "
+                  f"APP/public/{app.script}, each on a copy APP made by {app.site_setup.relative_to(ROOT)}, "
+                  f"GET {app.path}" + (" (with the cookies of a first visit)" if app.cookie else ""))
         try:
             for server in contenders:
                 sites.append(state / f"site-{server.replace(' ', '-')}")
@@ -701,7 +811,8 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
     servers: dict[str, HearthServer | FpmServer] = {}
     for server, port in ports.items():
         if server == FPM:
-            servers[server] = FpmServer(app, port, args.workers, state, roots.get(server) or app.docroot,
+            docroot = roots[server] / "public" if app.framework else roots.get(server) or app.docroot
+            servers[server] = FpmServer(app, port, args.workers, state, docroot,
                                         env={"NGINX_SITE": "classic"} if app.classic else None)
         else:
             # Each Hearth its own state directory, for its own hearth.log.
@@ -709,7 +820,8 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
             own.mkdir()
             servers[server] = HearthServer(args.hearth, app, port, args.workers, own,
                                            extra_args=NO_EXT_ARGS if server == HEARTH_NO_EXT else (),
-                                           site_root=roots.get(server))
+                                           site_root=roots.get(server) if app.classic else None,
+                                           config=roots[server] / app.hearth_config if app.framework else None)
     result = AppResult(app)
     try:
         for server in contenders:
@@ -718,7 +830,10 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
             else:
                 servers[server].start()
             print(f"  {server} on 127.0.0.1:{ports[server]}")
-        problems = verify(app, ports)
+        # A returning visitor's cookies, one set per server (each has its
+        # own sessions), sent with every request from here on.
+        cookies = {server: first_visit_cookie(port, app.path) for server, port in ports.items()} if app.cookie else {}
+        problems = verify(app, ports, cookies)
         if problems:
             raise VerificationFailed(problems)
         if not app.classic:
@@ -729,7 +844,7 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
                 raise BenchError(f"{server} is no longer running")
             before = cpu_sample(servers[server])
             r = run_wrk(args.wrk, ports[server], app.path, app.connections or args.connections, duration,
-                        app.name, server, index)
+                        app.name, server, index, cookie=cookies.get(server))
             after = cpu_sample(servers[server])
             r.front_cpu_s = cpu_seconds(before, after, "front")
             r.workers_cpu_s = cpu_seconds(before, after, "workers")
@@ -927,12 +1042,21 @@ def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[
                 f"{args.warmup}s warm-up per server, then {args.rounds} round{'' if args.rounds == 1 else 's'} per server, interleaved "
                 f"{', '.join(args.contenders)}, {args.contenders[0]}, ..."
                 + "".join(f"; {res.app.name} with -c{res.app.connections}"
-                          for res in results if res.app.connections))
+                          for res in results if res.app.connections)
+                + "".join(f"; {res.app.name} with `-H 'Cookie: ...'`, the cookies each server set on a first "
+                          "visit (one returning visitor)" for res in results if res.app.cookie))
     contenders = ["hearth: `hearth serve`, its workers load the Hearth PHP extension"]
     if HEARTH_NO_EXT in args.contenders:
         contenders.append(f"hearth (no ext): `hearth serve {' '.join(NO_EXT_ARGS)}`, the PHP library's "
                           "pure-PHP fallback, what runs where the extension is not installed")
     contenders.append("php-fpm: nginx + php-fpm, Debian's defaults")
+    framework = [res.app for res in results if res.app.framework]
+    if framework:
+        contenders.append("for the framework apps (" + ", ".join(a.name for a in framework) + "), hearth is "
+                          f"`hearth serve --config APP/hearth.toml --workers {args.workers}` (the example's own "
+                          "settings) and php-fpm serves APP/public/index.php as the example's nginx.conf does, "
+                          "each on a fresh copy APP of the example deployed for production by "
+                          + ", ".join(f"`{a.site_setup.relative_to(ROOT)}`" for a in framework))
     classic = [res.app for res in results if res.app.classic]
     if classic:
         contenders.append("for the classic apps (" + ", ".join(a.name for a in classic) + "), hearth is "
@@ -996,8 +1120,8 @@ def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--apps", default="hello,slim,dokuwiki,wordpress", help="comma-separated apps: %s (default: %%(default)s)"
-                   % ", ".join(APPS))
+    p.add_argument("--apps", default="hello,slim,symfony,laravel,dokuwiki,wordpress",
+                   help="comma-separated apps: %s (default: %%(default)s)" % ", ".join(APPS))
     p.add_argument("--rounds", type=int, default=5, help="measured rounds per server (default: %(default)s)")
     p.add_argument("--duration", type=int, default=10, help="seconds per round (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=3, help="seconds of warm-up per server (default: %(default)s)")
