@@ -36,6 +36,7 @@ const FILES: &[(&str, &str)] = &[
     php_file!("php/src/Internal/Request.php"),
     php_file!("php/src/Internal/ResponseHead.php"),
     php_file!("php/src/Internal/Runtime.php"),
+    php_file!("php/src/Internal/StateCheck.php"),
     php_file!("php/src/Internal/TaskRunnerProcess.php"),
     php_file!("php/src/Internal/Uploads.php"),
     php_file!("php/src/Laravel/RequestCycle.php"),
