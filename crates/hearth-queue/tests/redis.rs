@@ -1,0 +1,111 @@
+//! The shared suite against a real redis-server, and what only Redis has:
+//! a restart in the middle of a consume loop.
+
+mod suite;
+mod support;
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hearth_queue::{NewJob, Outcome, QueueConfig};
+use suite::{Env, PATIENCE};
+
+suite_tests!(Env::redis());
+
+/// redis-server killed (-9) and started again on the same port and
+/// directory (AOF) while three consumers work: they reconnect by
+/// themselves, their acks wait for Redis, and every job's result arrives;
+/// a job delivered twice shows attempt 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn consumers_ride_out_a_redis_restart() {
+    let mut env = Env::redis();
+    let q = env
+        .open(QueueConfig {
+            retry_for: Duration::from_secs(60),
+            visibility_timeout: Duration::from_secs(5),
+            ..suite::config()
+        })
+        .await;
+    let n = 3000u64;
+    for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
+        q.push_many(
+            chunk
+                .iter()
+                .map(|i| NewJob::new(i.to_string()).reply_to("restart"))
+                .collect(),
+        )
+        .await
+        .expect("push");
+    }
+    let acked = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let (q, acked, stop) = (q.clone(), acked.clone(), stop.clone());
+        tasks.push(tokio::spawn(async move {
+            let c = q.consumer().expect("consumer");
+            while !stop.load(Ordering::Relaxed) {
+                for j in c
+                    .reserve(16, Duration::from_millis(200))
+                    .await
+                    .expect("reserve")
+                {
+                    c.ack(&j, b"ok").await.expect("ack survives the restart");
+                    acked.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    let give_up = Instant::now() + PATIENCE;
+    while acked.load(Ordering::Relaxed) < n / 4 {
+        assert!(Instant::now() < give_up, "consumers did not start");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let Env::Redis { server, .. } = &mut env else {
+        unreachable!()
+    };
+    let before = acked.load(Ordering::Relaxed);
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.restart();
+    eprintln!("restarted redis after {before} acks");
+
+    let mut r = q.results("restart").expect("results");
+    let mut ids = HashSet::new();
+    let mut duplicates = 0;
+    let give_up = Instant::now() + PATIENCE * 4;
+    while (ids.len() as u64) < n {
+        for res in r
+            .next(1000, Duration::from_millis(500))
+            .await
+            .expect("results")
+        {
+            assert_eq!(res.outcome, Outcome::Done(b"ok".to_vec()));
+            if !ids.insert(res.id) {
+                duplicates += 1;
+            }
+            if res.attempt > 1 {
+                eprintln!("job {} settled on attempt {}", res.id, res.attempt);
+            }
+        }
+        assert!(
+            Instant::now() < give_up,
+            "only {} of {n} results",
+            ids.len()
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.expect("consumer task");
+    }
+    assert_eq!(duplicates, 0, "one outcome per job");
+    let s = q.stats().await.expect("stats");
+    assert_eq!(
+        (s.ready, s.reserved, s.delayed, s.dead),
+        (0, 0, 0, 0),
+        "{s:?}"
+    );
+    assert_eq!(s.done, n);
+}
