@@ -15,16 +15,18 @@ use suite::{Env, PATIENCE};
 suite_tests!(Env::redis());
 
 /// redis-server killed (-9) and started again on the same port and
-/// directory (AOF) while three consumers work: they reconnect by
-/// themselves, their acks wait for Redis, and every job's result arrives;
-/// a job delivered twice shows attempt 2.
+/// directory (AOF) while three consumers work, for longer than the
+/// connection manager's own reconnect tries: the consumers reconnect by
+/// themselves, an ack made while Redis is down is applied once it is back,
+/// and every job's result arrives once (a job whose delivery was cut by
+/// the kill comes again as attempt 2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn consumers_ride_out_a_redis_restart() {
     let mut env = Env::redis();
     let q = env
         .open(QueueConfig {
             retry_for: Duration::from_secs(60),
-            visibility_timeout: Duration::from_secs(5),
+            visibility_timeout: Duration::from_secs(30),
             ..suite::config()
         })
         .await;
@@ -39,6 +41,14 @@ async fn consumers_ride_out_a_redis_restart() {
         .await
         .expect("push");
     }
+    // One job held from before the restart, acked while Redis is down.
+    let holder = q.consumer().expect("holder");
+    let held = holder
+        .reserve(1, PATIENCE)
+        .await
+        .expect("reserve")
+        .pop()
+        .expect("a job");
     let acked = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
@@ -68,7 +78,10 @@ async fn consumers_ride_out_a_redis_restart() {
     };
     let before = acked.load(Ordering::Relaxed);
     server.kill();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held_id = held.id;
+    let late_ack = tokio::spawn(async move { holder.ack(&held, b"held").await });
+    // Down for longer than the connection manager's own reconnect tries.
+    tokio::time::sleep(Duration::from_secs(4)).await;
     server.restart();
     eprintln!("restarted redis after {before} acks");
 
@@ -82,7 +95,8 @@ async fn consumers_ride_out_a_redis_restart() {
             .await
             .expect("results")
         {
-            assert_eq!(res.outcome, Outcome::Done(b"ok".to_vec()));
+            let want: &[u8] = if res.id == held_id { b"held" } else { b"ok" };
+            assert_eq!(res.outcome, Outcome::Done(want.to_vec()));
             if !ids.insert(res.id) {
                 duplicates += 1;
             }
@@ -101,6 +115,11 @@ async fn consumers_ride_out_a_redis_restart() {
         t.await.expect("consumer task");
     }
     assert_eq!(duplicates, 0, "one outcome per job");
+    let receipt = late_ack
+        .await
+        .expect("ack task")
+        .expect("ack made while Redis was down");
+    assert_eq!(receipt, hearth_queue::Receipt::Applied);
     let s = q.stats().await.expect("stats");
     assert_eq!(
         (s.ready, s.reserved, s.delayed, s.dead),
