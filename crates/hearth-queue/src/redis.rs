@@ -41,6 +41,10 @@ const GROUP: &str = "hearth";
 const PUSH_CHUNK: usize = 500;
 /// Delayed jobs moved to the stream per look.
 const PROMOTE_LIMIT: usize = 1000;
+/// How often a consumer removes the group's long-gone consumers, and how
+/// long gone they must be.
+const FORGET_EVERY: Duration = Duration::from_secs(300);
+const FORGET_IDLE: Duration = Duration::from_secs(3600);
 /// The longest a blocking read waits in one call.
 const LONGEST_BLOCK: Duration = Duration::from_secs(5);
 
@@ -389,6 +393,7 @@ impl RedisQueue {
             queue: self.clone(),
             name,
             block: Mutex::new(self.blocking_connection()?),
+            forgot: std::sync::Mutex::new(None),
         })
     }
 }
@@ -400,6 +405,8 @@ pub(crate) struct RedisConsumer {
     name: String,
     /// The connection `XREADGROUP BLOCK` waits on; one reserve at a time.
     block: Mutex<ConnectionManager>,
+    /// When this consumer last removed long-gone consumers.
+    forgot: std::sync::Mutex<Option<Instant>>,
 }
 
 impl RedisConsumer {
@@ -408,6 +415,7 @@ impl RedisConsumer {
         let q = &*self.queue;
         let deadline = Instant::now() + wait;
         let conn = self.block.lock().await;
+        self.forget_gone().await?;
         loop {
             let claimed = self.claim(max).await?;
             let jobs = self.accept(claimed).await?;
@@ -442,6 +450,28 @@ impl RedisConsumer {
                 return Ok(jobs);
             }
         }
+    }
+
+    /// Removes consumers that hold nothing and were idle for
+    /// [`FORGET_IDLE`], at most every [`FORGET_EVERY`].
+    async fn forget_gone(&self) -> Result<()> {
+        {
+            let mut last = self.forgot.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|t| t.elapsed() < FORGET_EVERY) {
+                return Ok(());
+            }
+            *last = Some(Instant::now());
+        }
+        let q = &*self.queue;
+        let mut inv = q.scripts.forget.prepare_invoke();
+        inv.key(&q.keys.ready)
+            .arg(GROUP)
+            .arg(duration_ms(FORGET_IDLE));
+        let n = int(&q.run("forget consumers", &inv).await?).unwrap_or(0);
+        if n > 0 {
+            tracing::info!(consumers = n, "removed consumers gone for an hour");
+        }
+        Ok(())
     }
 
     /// Moves due delayed jobs to the stream and claims expired holds.

@@ -6,7 +6,8 @@
 //! `hearth`), `delayed` (sorted set by due time in ms, members are
 //! msgpack'd field lists), `dead` (the dead-letter stream), `deadix` (hash:
 //! job id to its `dead` entry), `stats` (hash of counters), `seq` (job ids),
-//! `result:CHANNEL` (a results stream, trimmed and expiring).
+//! `result:CHANNEL` (a results stream, trimmed and expiring). Consumers of
+//! the group that hold nothing and were idle for an hour are removed.
 //!
 //! A `ready` entry's fields: `id`, `payload`, `attempts` (attempts made
 //! before this entry), `max`, `backoff` and `backoff_max` (ms), `at`
@@ -259,6 +260,27 @@ end
 return #entries
 ";
 
+/// Forgets consumers that hold nothing and were last seen long ago, so a
+/// group's list of consumers stays bounded however many come and go.
+/// KEYS ready. ARGV group, idle_ms. Returns how many were removed.
+const FORGET: &str = r"
+if not last_delivered(KEYS[1], ARGV[1]) then return 0 end
+local n = 0
+for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+  local name, pending, idle
+  for i = 1, #c, 2 do
+    if c[i] == 'name' then name = c[i + 1]
+    elseif c[i] == 'pending' then pending = c[i + 1]
+    elseif c[i] == 'idle' then idle = c[i + 1] end
+  end
+  if name and pending == 0 and idle and idle > tonumber(ARGV[2]) then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], name)
+    n = n + 1
+  end
+end
+return n
+";
+
 /// The engine's scripts, hashed once per queue handle.
 #[derive(Debug)]
 pub(crate) struct Scripts {
@@ -271,6 +293,7 @@ pub(crate) struct Scripts {
     pub peek_ready: Script,
     pub purge: Script,
     pub retry_dead: Script,
+    pub forget: Script,
 }
 
 impl Scripts {
@@ -286,6 +309,7 @@ impl Scripts {
             peek_ready: s(PEEK_READY),
             purge: s(PURGE),
             retry_dead: s(RETRY_DEAD),
+            forget: s(FORGET),
         }
     }
 }
