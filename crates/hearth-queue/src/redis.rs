@@ -1,7 +1,8 @@
 //! The Redis engine: a stream with a consumer group per queue, a sorted set
 //! for delayed jobs and backoffs, a dead-letter stream and a results stream
 //! per reply-to channel, each change made by one Lua script
-//! ([`scripts`] lists the keys and fields).
+//! ([`scripts`] lists the keys and fields). A consumer is in [`consumer`],
+//! a results reader in [`results`].
 //!
 //! Connections are redis-rs connection managers: they reconnect with
 //! backoff by themselves; a call that fails because Redis is away is tried
@@ -10,8 +11,13 @@
 //! BLOCK`, `XREAD BLOCK`) have a connection of their own, so they never
 //! hold up the acks sharing the queue's connection.
 
+mod consumer;
 mod entry;
+mod results;
 mod scripts;
+
+pub(crate) use consumer::RedisConsumer;
+pub(crate) use results::RedisResults;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,29 +28,23 @@ use ::redis::{
     RetryMethod, ScriptInvocation, Value,
 };
 use tokio::sync::Mutex;
-use tokio::time::Instant;
 
 use crate::config::{QueueConfig, MAX_BATCH};
 use crate::error::{Error, Result};
-use crate::job::{
-    duration_ms, truncate, DeadReason, Job, JobId, JobInfo, JobResult, NewJob, Part, Receipt, Stats,
-};
+use crate::job::{duration_ms, JobId, JobInfo, NewJob, Part, Stats};
 use crate::retry::{retry, Fail};
 use crate::url::RedisUrl;
-use entry::{array, decode_job, decode_result, encode_job, info, int, read_reply, string, Entry};
+use entry::{array, info, int, string};
 use scripts::Scripts;
 
 /// The consumer group every consumer of a queue joins.
 const GROUP: &str = "hearth";
-/// Jobs pushed per script call: a large batch is cut so one call never
-/// holds Redis for long.
+/// Jobs, and payload bytes, pushed per script call at most: a large batch
+/// is cut so one call never holds Redis for long.
 const PUSH_CHUNK: usize = 500;
+const PUSH_CHUNK_BYTES: usize = 8 << 20;
 /// Delayed jobs moved to the stream per look.
 const PROMOTE_LIMIT: usize = 1000;
-/// How often a consumer removes the group's long-gone consumers, and how
-/// long gone they must be.
-const FORGET_EVERY: Duration = Duration::from_secs(300);
-const FORGET_IDLE: Duration = Duration::from_secs(3600);
 /// The longest a blocking read waits in one call.
 const LONGEST_BLOCK: Duration = Duration::from_secs(5);
 
@@ -195,7 +195,7 @@ impl RedisQueue {
 
     pub async fn push_many(&self, jobs: &[NewJob]) -> Result<Vec<JobId>> {
         let mut ids = Vec::with_capacity(jobs.len());
-        for chunk in jobs.chunks(PUSH_CHUNK) {
+        for chunk in chunks(jobs) {
             let mut inv = self.scripts.push.prepare_invoke();
             inv.key(&self.keys.ready)
                 .key(&self.keys.delayed)
@@ -398,283 +398,38 @@ impl RedisQueue {
     }
 }
 
-/// One consumer of a Redis queue (one member of the group).
-#[derive(Debug)]
-pub(crate) struct RedisConsumer {
-    queue: Arc<RedisQueue>,
-    name: String,
-    /// The connection `XREADGROUP BLOCK` waits on; one reserve at a time.
-    block: Mutex<ConnectionManager>,
-    /// When this consumer last removed long-gone consumers.
-    forgot: std::sync::Mutex<Option<Instant>>,
+/// `jobs` cut into runs of at most [`PUSH_CHUNK`] jobs and about
+/// [`PUSH_CHUNK_BYTES`] of payload (a run always has one job at least).
+fn chunks(jobs: &[NewJob]) -> Vec<&[NewJob]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, j) in jobs.iter().enumerate() {
+        if i > start && (i - start == PUSH_CHUNK || bytes + j.payload.len() > PUSH_CHUNK_BYTES) {
+            out.push(&jobs[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += j.payload.len();
+    }
+    if start < jobs.len() {
+        out.push(&jobs[start..]);
+    }
+    out
 }
 
-impl RedisConsumer {
-    pub async fn reserve(&self, max: usize, wait: Duration) -> Result<Vec<Job>> {
-        let max = max.clamp(1, MAX_BATCH);
-        let q = &*self.queue;
-        let deadline = Instant::now() + wait;
-        let conn = self.block.lock().await;
-        self.forget_gone().await?;
-        loop {
-            let claimed = self.claim(max).await?;
-            let jobs = self.accept(claimed).await?;
-            if !jobs.is_empty() {
-                return Ok(jobs);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            let block = left.min(q.config.poll_interval).min(LONGEST_BLOCK);
-            let read = retry("reserve", q.retry_for(), || {
-                let mut c = conn.clone();
-                async move {
-                    let mut cmd = ::redis::cmd("XREADGROUP");
-                    cmd.arg("GROUP").arg(GROUP).arg(&self.name);
-                    cmd.arg("COUNT").arg(max);
-                    if !block.is_zero() {
-                        cmd.arg("BLOCK").arg(duration_ms(block).max(1));
-                    }
-                    cmd.arg("STREAMS").arg(&q.keys.ready).arg(">");
-                    match cmd.query_async::<Value>(&mut c).await.map_err(classify) {
-                        Err(f) if is_nogroup(&f) => {
-                            q.ensure_group().await?;
-                            Ok(Value::Nil)
-                        }
-                        other => other,
-                    }
-                }
-            })
-            .await?;
-            let entries = read_reply(&read).into_iter().map(|e| (e, 1)).collect();
-            let jobs = self.accept(entries).await?;
-            if !jobs.is_empty() || Instant::now() >= deadline {
-                return Ok(jobs);
-            }
-        }
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    /// Removes consumers that hold nothing and were idle for
-    /// [`FORGET_IDLE`], at most every [`FORGET_EVERY`].
-    async fn forget_gone(&self) -> Result<()> {
-        {
-            let mut last = self.forgot.lock().unwrap_or_else(|p| p.into_inner());
-            if last.is_some_and(|t| t.elapsed() < FORGET_EVERY) {
-                return Ok(());
-            }
-            *last = Some(Instant::now());
-        }
-        let q = &*self.queue;
-        let mut inv = q.scripts.forget.prepare_invoke();
-        inv.key(&q.keys.ready)
-            .arg(GROUP)
-            .arg(duration_ms(FORGET_IDLE));
-        let n = int(&q.run("forget consumers", &inv).await?).unwrap_or(0);
-        if n > 0 {
-            tracing::info!(consumers = n, "removed consumers gone for an hour");
-        }
-        Ok(())
-    }
-
-    /// Moves due delayed jobs to the stream and claims expired holds.
-    async fn claim(&self, max: usize) -> Result<Vec<(Entry, u32)>> {
-        let q = &*self.queue;
-        let mut inv = q.scripts.claim.prepare_invoke();
-        inv.key(&q.keys.ready)
-            .key(&q.keys.delayed)
-            .key(&q.keys.stats)
-            .arg(GROUP)
-            .arg(&self.name)
-            .arg(duration_ms(q.config.visibility_timeout))
-            .arg(max)
-            .arg(PROMOTE_LIMIT);
-        let v = match q.run("reclaim", &inv).await {
-            Err(e) if e.to_string().contains("NOGROUP") => {
-                q.ensure_group().await?;
-                return Ok(Vec::new());
-            }
-            other => other?,
-        };
-        Ok(array(&v)
-            .iter()
-            .filter_map(|c| {
-                let parts = array(c);
-                let e = entry::entry(&Value::Array(parts.get(..2)?.to_vec()))?;
-                let n = parts.get(2).and_then(int).unwrap_or(1).max(1);
-                Some((e, u32::try_from(n).unwrap_or(u32::MAX)))
-            })
-            .collect())
-    }
-
-    /// Jobs from entries this consumer now holds; malformed entries and
-    /// jobs past their last attempt go to the dead-letter store.
-    async fn accept(&self, entries: Vec<(Entry, u32)>) -> Result<Vec<Job>> {
-        let mut jobs = Vec::with_capacity(entries.len());
-        for (e, deliveries) in entries {
-            match decode_job(&e, deliveries) {
-                Ok(job) if job.attempt > job.max_attempts => {
-                    let error = job
-                        .last_error
-                        .clone()
-                        .unwrap_or_else(|| "its consumer was lost".into());
-                    tracing::warn!(job = %job.id, attempt = job.attempt, "job lost on its last attempt, moved to dead-letter");
-                    self.settle(
-                        &job.entry,
-                        Some(&job),
-                        Mode::Dead(DeadReason::Lost),
-                        &error,
-                        false,
-                    )
-                    .await?;
-                }
-                Ok(job) => jobs.push(job),
-                Err(why) => {
-                    tracing::warn!(entry = %e.id, error = %why, "malformed job moved to dead-letter");
-                    self.settle(&e.id, None, Mode::Malformed, &why, false)
-                        .await?;
-                }
-            }
-        }
-        Ok(jobs)
-    }
-
-    async fn settle(
-        &self,
-        entry: &str,
-        job: Option<&Job>,
-        mode: Mode,
-        error: &str,
-        count_failed: bool,
-    ) -> Result<Receipt> {
-        let q = &*self.queue;
-        let error = truncate(error, q.config.max_error);
-        let reply = job.and_then(|j| j.reply_to.as_deref());
-        let reply_key = reply.map(|c| q.keys.result(c));
-        let (word, delay, reason, fields) = match (&mode, job) {
-            (Mode::Retry(d), Some(j)) => ("retry", *d, "", encode_job(j, j.attempt, Some(&error))),
-            (Mode::Dead(r), Some(j)) => ("dead", 0, r.as_str(), encode_job(j, j.attempt, None)),
-            _ => ("malformed", 0, DeadReason::Malformed.as_str(), Vec::new()),
-        };
-        let mut inv = q.scripts.settle.prepare_invoke();
-        inv.key(&q.keys.ready)
-            .key(&q.keys.delayed)
-            .key(&q.keys.dead)
-            .key(&q.keys.deadix)
-            .key(&q.keys.stats)
-            .key(&q.keys.seq)
-            .key(reply_key.as_deref().unwrap_or(&q.keys.ready))
-            .arg(GROUP)
-            .arg(entry)
-            .arg(&self.name)
-            .arg(word)
-            .arg(delay)
-            .arg(reason)
-            .arg(&error)
-            .arg(q.config.max_dead)
-            .arg(if reply.is_some() && word != "retry" {
-                "1"
-            } else {
-                "0"
-            })
-            .arg(q.config.max_results)
-            .arg(q.config.results_ttl.as_secs().max(1))
-            .arg(job.map(|j| j.id.0.to_string()).unwrap_or_default())
-            .arg(job.map(|j| j.attempt).unwrap_or(0))
-            .arg(if count_failed { "1" } else { "0" });
-        for f in &fields {
-            inv.arg(f.as_slice());
-        }
-        let v = q.run("fail", &inv).await?;
-        Ok(receipt(&v))
-    }
-
-    pub async fn ack(&self, job: &Job, result: &[u8]) -> Result<Receipt> {
-        let q = &*self.queue;
-        q.config.check_result(result)?;
-        let reply_key = job.reply_to.as_deref().map(|c| q.keys.result(c));
-        let mut inv = q.scripts.ack.prepare_invoke();
-        inv.key(&q.keys.ready)
-            .key(&q.keys.stats)
-            .key(reply_key.as_deref().unwrap_or(&q.keys.ready))
-            .arg(GROUP)
-            .arg(&job.entry)
-            .arg(if reply_key.is_some() { "1" } else { "0" })
-            .arg(job.id.0)
-            .arg(job.attempt)
-            .arg(result)
-            .arg(q.config.max_results)
-            .arg(q.config.results_ttl.as_secs().max(1));
-        Ok(receipt(&q.run("ack", &inv).await?))
-    }
-
-    pub async fn fail(&self, job: &Job, error: &str) -> Result<Receipt> {
-        let mode = if job.attempt < job.max_attempts {
-            Mode::Retry(duration_ms(job.backoff.delay(job.attempt)))
-        } else {
-            Mode::Dead(DeadReason::Failed)
-        };
-        self.settle(&job.entry, Some(job), mode, error, true).await
-    }
-
-    pub async fn extend(&self, job: &Job) -> Result<Receipt> {
-        let q = &*self.queue;
-        let mut inv = q.scripts.extend.prepare_invoke();
-        inv.key(&q.keys.ready)
-            .arg(GROUP)
-            .arg(&job.entry)
-            .arg(&self.name);
-        Ok(receipt(&q.run("extend", &inv).await?))
-    }
-}
-
-enum Mode {
-    Retry(u64),
-    Dead(DeadReason),
-    Malformed,
-}
-
-fn receipt(v: &Value) -> Receipt {
-    if int(v).unwrap_or(0) > 0 {
-        Receipt::Applied
-    } else {
-        Receipt::Stale
-    }
-}
-
-/// A reader of one results channel.
-#[derive(Debug)]
-pub(crate) struct RedisResults {
-    conn: ConnectionManager,
-    key: String,
-    last: String,
-    retry_for: Duration,
-}
-
-impl RedisResults {
-    pub async fn next(&mut self, max: usize, wait: Duration) -> Result<Vec<JobResult>> {
-        let max = max.clamp(1, MAX_BATCH);
-        let deadline = Instant::now() + wait;
-        loop {
-            let block = deadline
-                .saturating_duration_since(Instant::now())
-                .min(LONGEST_BLOCK);
-            let v = retry("results", self.retry_for, || {
-                let mut c = self.conn.clone();
-                let mut cmd = ::redis::cmd("XREAD");
-                cmd.arg("COUNT").arg(max);
-                if !block.is_zero() {
-                    cmd.arg("BLOCK").arg(duration_ms(block).max(1));
-                }
-                cmd.arg("STREAMS").arg(&self.key).arg(&self.last);
-                async move { cmd.query_async::<Value>(&mut c).await.map_err(classify) }
-            })
-            .await?;
-            let entries = read_reply(&v);
-            if let Some(last) = entries.last() {
-                self.last = last.id.clone();
-            }
-            let out: Vec<JobResult> = entries.iter().filter_map(decode_result).collect();
-            if !out.is_empty() || Instant::now() >= deadline {
-                return Ok(out);
-            }
-        }
+    #[test]
+    fn batches_are_cut_by_count_and_by_bytes() {
+        let small: Vec<NewJob> = (0..1201).map(|_| NewJob::new(vec![0u8; 10])).collect();
+        let lens: Vec<usize> = chunks(&small).iter().map(|c| c.len()).collect();
+        assert_eq!(lens, vec![500, 500, 201]);
+        let big: Vec<NewJob> = (0..20).map(|_| NewJob::new(vec![0u8; 1 << 20])).collect();
+        let lens: Vec<usize> = chunks(&big).iter().map(|c| c.len()).collect();
+        assert_eq!(lens, vec![8, 8, 4]);
+        let huge = vec![NewJob::new(vec![0u8; 9 << 20])];
+        assert_eq!(chunks(&huge).len(), 1);
+        assert!(chunks(&[]).is_empty());
     }
 }
