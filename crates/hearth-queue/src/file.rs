@@ -1,11 +1,11 @@
 //! The file engine: the queue in one SQLite file (WAL mode) on this host,
 //! shared by every process that opens it. The statements are in
-//! [`store`]; this module runs them off the async threads and waits for
+//! `store`; this module runs them off the async threads and waits for
 //! work.
 //!
 //! A blocked `reserve` is woken at once by a push from the same handle; a
 //! push from another process is seen by polling, first after 1 ms, then
-//! doubling up to [`LONGEST_POLL`] (a poll is one indexed read and takes no
+//! doubling up to `LONGEST_POLL` (a poll is one indexed read and takes no
 //! lock).
 
 mod store;

@@ -74,22 +74,51 @@
 //!
 //! # Engines
 //!
-//! - [`redis`](mod@crate::redis): Redis ≥ 6.2 (7 for `stats`' counts after
-//!   deletions). One stream per queue with the consumer group `hearth`
-//!   (`XREADGROUP BLOCK`, `XACK`, `XAUTOCLAIM` for expired holds,
-//!   `XPENDING` for delivery counts), a sorted set of delayed jobs moved to
-//!   the stream by a Lua script, a dead-letter stream, a results stream per
-//!   channel (`MAXLEN ~`, `EXPIRE`).
-//! - [`file`](mod@crate::file): SQLite in WAL mode, compiled in
-//!   (`rusqlite` with `bundled`), transactions with `BEGIN IMMEDIATE` and a
-//!   busy timeout; a reserve is one `UPDATE ... RETURNING`.
+//! **Redis** (≥ 6.2; tested with 7.0). All keys of queue `NAME` start with
+//! `hearth:{NAME}:` (one hash tag, so one cluster slot):
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `ready` | stream, consumer group `hearth` | jobs deliverable now, and held ones (pending) |
+//! | `delayed` | sorted set, score = due time (ms, Redis's clock) | delayed jobs and jobs waiting for their backoff (msgpack'd field lists) |
+//! | `dead` | stream | the dead-letter store: the job's fields and `reason`, `error`, `dead_at` |
+//! | `deadix` | hash | job id → its `dead` entry, for `retry` |
+//! | `stats` | hash | counters `pushed`, `done`, `failed`, `retried`, `died` |
+//! | `seq` | string | the last job id given |
+//! | `result:CHANNEL` | stream, `MAXLEN ~`, `EXPIRE` | outcomes: `id`, `attempt`, `status` (`done`/`dead`), `result` or `reason` and `error` |
+//!
+//! A `ready` entry's fields are `id`, `payload`, `attempts` (made before
+//! this entry), `max`, `backoff` and `backoff_max` (ms), `at` (pushed,
+//! ms), and optionally `reply` and `error` (the previous attempt's). A
+//! delivery's attempt is `attempts` plus the entry's delivery count. Every
+//! change is one Lua script (push, promote-and-reclaim with `XAUTOCLAIM`
+//! and `XPENDING`, ack, fail-or-dead, extend with `XCLAIM ... JUSTID`,
+//! stats, peek, purge, retry); a consumer blocks in `XREADGROUP BLOCK` on
+//! a connection of its own (so its acks never wait behind it) for at most
+//! `poll_interval`, then promotes due delayed jobs and reclaims expired
+//! holds. Connections are redis-rs connection managers, which reconnect
+//! with backoff. Consumers that hold nothing and were idle an hour are
+//! removed from the group.
+//!
+//! **File** (SQLite in WAL mode, compiled in with `rusqlite`'s `bundled`
+//! feature: no system library to install or match). Tables `jobs` (state
+//! waiting/reserved/dead, attempts, due time, holder and its last renewal,
+//! last error, dead reason), `results` (per channel, trimmed to
+//! `max_results`, channels idle past `results_ttl` removed), `counters`
+//! and `meta` (schema version). Every change is a `BEGIN IMMEDIATE`
+//! transaction with a busy timeout; a reserve takes expired holds, then
+//! ready jobs with one `UPDATE ... RETURNING`. `synchronous=NORMAL`: a
+//! commit survives the process being killed, not a power cut in its last
+//! moments (as Redis with `appendfsync everysec`). A blocked reserve is
+//! woken at once by a push through the same handle, and sees other
+//! processes' pushes by polling: after 1 ms, doubling to 20 ms.
 
 pub mod backoff;
 pub mod config;
 pub mod error;
-pub mod file;
+mod file;
 pub mod job;
-pub mod redis;
+mod redis;
 mod retry;
 pub mod url;
 

@@ -1,12 +1,12 @@
 //! The Redis engine: a stream with a consumer group per queue, a sorted set
 //! for delayed jobs and backoffs, a dead-letter stream and a results stream
 //! per reply-to channel, each change made by one Lua script
-//! ([`scripts`] lists the keys and fields). A consumer is in [`consumer`],
-//! a results reader in [`results`].
+//! (`scripts` lists the keys and fields). A consumer is in `consumer`,
+//! a results reader in `results`.
 //!
 //! Connections are redis-rs connection managers: they reconnect with
 //! backoff by themselves; a call that fails because Redis is away is tried
-//! again (see [`crate::retry`]) for `retry_for`, so an ack made while Redis
+//! again (see `crate::retry`) for `retry_for`, so an ack made while Redis
 //! restarts is applied when it is back. Blocking reads (`XREADGROUP
 //! BLOCK`, `XREAD BLOCK`) have a connection of their own, so they never
 //! hold up the acks sharing the queue's connection.
