@@ -15,11 +15,12 @@ suite_tests!(Env::file());
 
 const CHILD_ENV: &str = "HEARTH_QUEUE_TEST_CHILD_URL";
 
-/// The visibility timeout of the processes below, short so that the jobs
-/// of a killed one come back soon.
+/// The visibility timeout of the processes below: short so that the jobs
+/// of a killed one come back soon, long enough that a live one acks its
+/// 16 jobs well within it on a loaded machine.
 fn child_config() -> QueueConfig {
     QueueConfig {
-        visibility_timeout: Duration::from_secs(2),
+        visibility_timeout: Duration::from_secs(5),
         retry_for: PATIENCE,
         ..suite::config()
     }

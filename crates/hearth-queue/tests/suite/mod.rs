@@ -361,7 +361,7 @@ pub async fn expired_hold_is_reclaimed_as_attempt_2(env: Env) {
 
 pub async fn extend_keeps_a_long_job(env: Env) {
     let cfg = QueueConfig {
-        visibility_timeout: Duration::from_secs(2),
+        visibility_timeout: Duration::from_secs(3),
         ..config()
     };
     let q = env.open(cfg).await;
@@ -369,7 +369,8 @@ pub async fn extend_keeps_a_long_job(env: Env) {
     let a = q.consumer().expect("a");
     let b = q.consumer().expect("b");
     let held = reserve_one(&a).await;
-    let until = Instant::now() + Duration::from_secs(5);
+    // Held for twice its visibility timeout, renewed every 200 ms.
+    let until = Instant::now() + Duration::from_secs(6);
     while Instant::now() < until {
         assert_eq!(a.extend(&held).await.expect("extend"), Receipt::Applied);
         assert!(b
