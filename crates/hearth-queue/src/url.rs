@@ -7,8 +7,8 @@
 //! - `file:PATH` (or `file:///ABSOLUTE/PATH`): the embedded queue in the
 //!   SQLite file `PATH`, created when missing. One file holds one queue.
 //!
-//! A name is 1 to 128 of `A-Z a-z 0-9 . _ -`; the same rule holds for
-//! result channels. TLS (`rediss://`) and unix sockets are not supported.
+//! A name is 1 to 128 of `A-Z a-z 0-9 . _ -`, and not `.` or `..` (a URL
+//! path drops them); the same rule holds for result channels. TLS (`rediss://`) and unix sockets are not supported.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -79,6 +79,8 @@ impl QueueUrl {
 /// Whether `name` is a valid queue or channel name.
 pub fn valid_name(name: &str) -> bool {
     !name.is_empty()
+        && name != "."
+        && name != ".."
         && name.len() <= MAX_NAME_LEN
         && name
             .bytes()
@@ -294,6 +296,7 @@ mod tests {
             "redis://h/q?x=1",
             "redis://h/bad%20name",
             "redis://h/a{b}",
+            "redis://h/0/..",
             "rediss://h/q",
             "amqp://h/q",
             "redis://:topsecret@/q",
@@ -313,7 +316,7 @@ mod tests {
 
         #[test]
         fn redis_round_trips(host in "[a-z][a-z0-9]{0,20}", port in 1u16.., db in 0i64..1000,
-                             name in "[A-Za-z0-9._-]{1,128}", pw in proptest::option::of("[ -~]{1,20}")) {
+                             name in "[A-Za-z0-9._-]{1,128}".prop_filter("dot segments", |n| n != "." && n != ".."), pw in proptest::option::of("[ -~]{1,20}")) {
             let mut url = String::from("redis://");
             if let Some(p) = &pw {
                 url.push(':');
