@@ -39,9 +39,18 @@ pub(crate) struct FileQueue {
 }
 
 fn classify(e: rusqlite::Error) -> Fail {
+    classify_at(None, e)
+}
+
+/// Busy and locked are worth another try; the rest is said with the file.
+fn classify_at(path: Option<&Path>, e: rusqlite::Error) -> Fail {
+    let why = match path {
+        Some(p) => format!("{}: {e}", p.display()),
+        None => e.to_string(),
+    };
     match e.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Fail::Transient(e.to_string()),
-        _ => Fail::Permanent(Error::engine(e.to_string())),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => Fail::Transient(why),
+        _ => Fail::Permanent(Error::engine(why)),
     }
 }
 
@@ -56,15 +65,14 @@ impl FileQueue {
                     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
                         | OpenFlags::SQLITE_OPEN_CREATE
                         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-                    let conn = Connection::open_with_flags(&p, flags).map_err(|e| {
-                        Fail::Permanent(Error::engine(format!("{}: {e}", p.display())))
-                    })?;
-                    store::init(&conn, busy).map_err(classify)?;
+                    let at = |e| classify_at(Some(&p), e);
+                    let conn = Connection::open_with_flags(&p, flags).map_err(at)?;
+                    store::init(&conn, busy).map_err(at)?;
                     let schema: String = conn
                         .query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| {
                             r.get(0)
                         })
-                        .map_err(classify)?;
+                        .map_err(at)?;
                     if schema != "hearth-queue 1" {
                         return Err(Fail::Permanent(Error::engine(format!(
                             "{}: a queue file of another version ({schema})",

@@ -120,6 +120,10 @@ mod file;
 pub mod job;
 mod redis;
 mod retry;
+/// The test suite's redis-server, for the unit tests that need one.
+#[cfg(test)]
+#[path = "../tests/support/mod.rs"]
+mod test_support;
 pub mod url;
 
 use std::sync::atomic::{AtomicU64, Ordering};

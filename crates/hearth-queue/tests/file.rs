@@ -139,3 +139,60 @@ async fn consume_as_child_process() {
     }
     println!("took {took} in {}", std::process::id());
 }
+
+/// A queue file that cannot be opened or is not a queue is refused with an
+/// error naming the file; a bad setting names the field.
+#[tokio::test]
+async fn unusable_files_are_refused_clearly() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let quick = QueueConfig {
+        retry_for: Duration::from_millis(300),
+        ..suite::config()
+    };
+    let missing = dir.path().join("no/such/dir/q.db");
+    let e = Queue::open(&format!("file:{}", missing.display()), quick.clone())
+        .await
+        .expect_err("no directory");
+    assert!(
+        e.is_engine() && e.to_string().contains("no/such/dir"),
+        "{e}"
+    );
+
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, vec![b'x'; 8192]).expect("write");
+    let e = Queue::open(&format!("file:{}", junk.display()), quick.clone())
+        .await
+        .expect_err("not a database");
+    assert!(e.is_engine() && e.to_string().contains("junk.db"), "{e}");
+
+    let other = dir.path().join("other.db");
+    let c = rusqlite::Connection::open(&other).expect("sqlite");
+    c.execute_batch(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+         INSERT INTO meta VALUES ('schema', 'hearth-queue 99');",
+    )
+    .expect("schema");
+    drop(c);
+    let e = Queue::open(&format!("file:{}", other.display()), quick.clone())
+        .await
+        .expect_err("another version");
+    assert!(
+        e.is_engine() && e.to_string().contains("another version"),
+        "{e}"
+    );
+
+    let bad = QueueConfig {
+        visibility_timeout: Duration::ZERO,
+        ..quick
+    };
+    let e = Queue::open(&format!("file:{}", dir.path().join("q.db").display()), bad)
+        .await
+        .expect_err("zero timeout");
+    assert!(
+        e.is_invalid() && e.to_string().contains("visibility_timeout"),
+        "{e}"
+    );
+    assert!(Queue::open("file:", suite::config())
+        .await
+        .is_err_and(|e| e.is_url()));
+}

@@ -128,3 +128,36 @@ async fn consumers_ride_out_a_redis_restart() {
     );
     assert_eq!(s.done, n);
 }
+
+/// A Redis nobody listens on is reported as unavailable once `retry_for`
+/// has passed, and a wrong password as an engine error at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_or_refusing_redis_is_reported() {
+    let server = support::RedisServer::start();
+    let port = server.port;
+    drop(server);
+    let quick = QueueConfig {
+        retry_for: Duration::from_millis(500),
+        ..suite::config()
+    };
+    let e = hearth_queue::Queue::open(&format!("redis://127.0.0.1:{port}/q"), quick.clone())
+        .await
+        .expect_err("nobody listens");
+    assert!(e.is_unavailable(), "{e}");
+
+    let server = support::RedisServer::start();
+    let e = hearth_queue::Queue::open(
+        &format!("redis://:wrong@127.0.0.1:{}/q", server.port),
+        QueueConfig {
+            retry_for: PATIENCE,
+            ..quick
+        },
+    )
+    .await
+    .expect_err("no password is set");
+    assert!(e.is_engine(), "{e}");
+    assert!(
+        !e.to_string().contains("wrong"),
+        "the password is not shown: {e}"
+    );
+}

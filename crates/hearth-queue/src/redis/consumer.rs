@@ -85,16 +85,20 @@ impl RedisConsumer {
             }
             *last = Some(Instant::now());
         }
-        let q = &*self.queue;
-        let mut inv = q.scripts.forget.prepare_invoke();
-        inv.key(&q.keys.ready)
-            .arg(GROUP)
-            .arg(duration_ms(FORGET_IDLE));
-        let n = int(&q.run("forget consumers", &inv).await?).unwrap_or(0);
+        let n = self.forget(FORGET_IDLE).await?;
         if n > 0 {
             tracing::info!(consumers = n, "removed consumers gone for an hour");
         }
         Ok(())
+    }
+
+    /// Removes the group's consumers that hold nothing and were idle for
+    /// `idle`; returns how many.
+    async fn forget(&self, idle: Duration) -> Result<i64> {
+        let q = &*self.queue;
+        let mut inv = q.scripts.forget.prepare_invoke();
+        inv.key(&q.keys.ready).arg(GROUP).arg(duration_ms(idle));
+        Ok(int(&q.run("forget consumers", &inv).await?).unwrap_or(0))
     }
 
     /// Moves due delayed jobs to the stream and claims expired holds.
@@ -259,5 +263,75 @@ fn receipt(v: &Value) -> Receipt {
         Receipt::Applied
     } else {
         Receipt::Stale
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use crate::{NewJob, QueueConfig, QueueUrl};
+
+    /// Consumers that come and go do not pile up in the group: those
+    /// holding nothing are removed, one holding a job stays.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn gone_consumers_are_removed_from_the_group() {
+        let server = crate::test_support::RedisServer::start();
+        let url = format!("redis://127.0.0.1:{}/forget", server.port);
+        let QueueUrl::Redis(r) = QueueUrl::parse(&url).expect("url") else {
+            unreachable!()
+        };
+        let q = Arc::new(
+            super::RedisQueue::open(&r, Arc::new(QueueConfig::default()))
+                .await
+                .expect("open"),
+        );
+        q.push_many(&[NewJob::new("x")]).await.expect("push");
+        let holder = q.consumer("holder".into()).expect("consumer");
+        let held = holder
+            .reserve(1, Duration::from_secs(10))
+            .await
+            .expect("reserve");
+        assert_eq!(held.len(), 1);
+        // A consumer joins the group when it first takes a job.
+        for name in ["gone-1", "gone-2"] {
+            q.push_many(&[NewJob::new("y")]).await.expect("push");
+            let c = q.consumer(name.into()).expect("consumer");
+            let jobs = c
+                .reserve(1, Duration::from_secs(10))
+                .await
+                .expect("reserve");
+            assert_eq!(
+                c.ack(&jobs[0], b"").await.expect("ack"),
+                crate::Receipt::Applied
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(
+            holder
+                .forget(Duration::from_millis(1))
+                .await
+                .expect("forget"),
+            2
+        );
+        assert_eq!(
+            holder
+                .forget(Duration::from_millis(1))
+                .await
+                .expect("forget"),
+            0
+        );
+        assert_eq!(
+            holder.ack(&held[0], b"").await.expect("ack"),
+            crate::Receipt::Applied
+        );
+        assert_eq!(
+            holder
+                .forget(Duration::from_secs(3600))
+                .await
+                .expect("forget"),
+            0
+        );
     }
 }
