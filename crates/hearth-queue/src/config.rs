@@ -30,8 +30,9 @@ pub struct QueueConfig {
     /// Jobs kept in the dead-letter store; the oldest go beyond it.
     pub max_dead: u64,
     /// The longest a blocked `reserve` waits between looks at delayed jobs
-    /// and expired holds: delayed jobs are delivered at most about this
-    /// late. On the file engine it is also the slowest poll.
+    /// and expired holds: a delayed job pushed while consumers wait is
+    /// delivered at most about this late (on Redis, plus up to 100 ms of
+    /// Redis's own timer).
     pub poll_interval: Duration,
     /// How long a call keeps retrying while the engine is unreachable
     /// (Redis restarting, the file locked) before it returns an

@@ -53,8 +53,13 @@
 //!   [`DeadReason::Malformed`] with what is wrong; the consumer goes on.
 //!   [`Queue::retry_dead`] puts dead jobs back with their attempts reset.
 //! - **Delays.** A delayed job (or one waiting for its backoff) becomes
-//!   deliverable at its time, at most about
-//!   [`QueueConfig::poll_interval`] late (100 ms by default).
+//!   deliverable at its time. A consumer that is waiting takes it within a
+//!   few ms (it waits for the next due time itself, not on Redis's timer,
+//!   which ends a blocking read only every 100 ms at Redis's default
+//!   `hz 10`); a job pushed with a delay while every consumer is already
+//!   waiting is seen at the end of that wait, at most
+//!   [`QueueConfig::poll_interval`] (100 ms by default) plus Redis's timer
+//!   late. The file engine polls at least every 20 ms.
 //! - **Order.** Jobs are delivered in the order they became ready, by
 //!   each engine's clock (Redis's own for a Redis queue), but consumers
 //!   run them in parallel and retries go to the back: no order between

@@ -40,13 +40,20 @@ impl RedisConsumer {
         let conn = self.block.lock().await;
         self.forget_gone().await?;
         loop {
-            let claimed = self.claim(max).await?;
+            let (claimed, next_due) = self.claim(max).await?;
             let jobs = self.accept(claimed).await?;
             if !jobs.is_empty() {
                 return Ok(jobs);
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            let block = left.min(q.config.poll_interval).min(LONGEST_BLOCK);
+            let mut block = left.min(q.config.poll_interval).min(LONGEST_BLOCK);
+            // A delayed job due before the block would end: Redis ends a
+            // BLOCK on its own timer (every 100 ms at the default hz 10),
+            // so read without blocking and wait for the due time here.
+            let due_soon = next_due.filter(|d| *d < block);
+            if due_soon.is_some() {
+                block = Duration::ZERO;
+            }
             let read = retry("reserve", q.retry_for(), || {
                 let mut c = conn.clone();
                 async move {
@@ -71,6 +78,10 @@ impl RedisConsumer {
             let jobs = self.accept(entries).await?;
             if !jobs.is_empty() || Instant::now() >= deadline {
                 return Ok(jobs);
+            }
+            if let Some(d) = due_soon {
+                let left = deadline.saturating_duration_since(Instant::now());
+                tokio::time::sleep(d.min(left)).await;
             }
         }
     }
@@ -101,8 +112,9 @@ impl RedisConsumer {
         Ok(int(&q.run("forget consumers", &inv).await?).unwrap_or(0))
     }
 
-    /// Moves due delayed jobs to the stream and claims expired holds.
-    async fn claim(&self, max: usize) -> Result<Vec<(Entry, u32)>> {
+    /// Moves due delayed jobs to the stream and claims expired holds;
+    /// also says when the next delayed job is due, if any.
+    async fn claim(&self, max: usize) -> Result<(Vec<(Entry, u32)>, Option<Duration>)> {
         let q = &*self.queue;
         let mut inv = q.scripts.claim.prepare_invoke();
         inv.key(&q.keys.ready)
@@ -116,11 +128,20 @@ impl RedisConsumer {
         let v = match q.run("reclaim", &inv).await {
             Err(e) if e.to_string().contains("NOGROUP") => {
                 q.ensure_group().await?;
-                return Ok(Vec::new());
+                return Ok((Vec::new(), None));
             }
             other => other?,
         };
-        Ok(array(&v)
+        let reply = array(&v);
+        let next_due = reply
+            .get(1)
+            .and_then(int)
+            .and_then(|ms| u64::try_from(ms).ok())
+            .map(Duration::from_millis);
+        let claimed = reply
+            .first()
+            .map(array)
+            .unwrap_or_default()
             .iter()
             .filter_map(|c| {
                 let parts = array(c);
@@ -128,7 +149,8 @@ impl RedisConsumer {
                 let n = parts.get(2).and_then(int).unwrap_or(1).max(1);
                 Some((e, u32::try_from(n).unwrap_or(u32::MAX)))
             })
-            .collect())
+            .collect();
+        Ok((claimed, next_due))
     }
 
     /// Jobs from entries this consumer now holds; malformed entries and

@@ -62,8 +62,8 @@ return ids
 /// Moves due delayed jobs to the stream, then claims holds idle longer
 /// than the visibility timeout (counted as retried). KEYS ready, delayed,
 /// stats. ARGV group, consumer,
-/// min_idle_ms, count, promote_limit. Returns {{entry id, fields,
-/// deliveries}...}.
+/// min_idle_ms, count, promote_limit. Returns {{{entry id, fields,
+/// deliveries}...}, ms until the next delayed job is due or -1}.
 const CLAIM: &str = r"
 local now = now_ms()
 local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now, 'LIMIT', 0, tonumber(ARGV[5]))
@@ -95,7 +95,10 @@ for _, e in ipairs(r[2]) do
     redis.call('XACK', KEYS[1], ARGV[1], e[1])
   end
 end
-return out
+local wait = -1
+local nxt = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if #nxt > 0 then wait = math.max(0, tonumber(nxt[2]) - now) end
+return {out, wait}
 ";
 
 /// KEYS ready, stats, reply (ready again when none). ARGV group, entry,
