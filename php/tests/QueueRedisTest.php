@@ -236,25 +236,58 @@ final class QueueRedisTest extends TestCase
         self::assertSame(3, $redis->command('XLEN', 'hearth:{q}:ready'));
     }
 
-    public function testSomethingElseThanRedisIsAnEngineError(): void
+    /**
+     * Runs $test with a port where a process (not Redis) answers the first
+     * connection's first bytes with $answer.
+     *
+     * @param callable(int): void $test
+     */
+    private static function withFakeRedis(string $answer, callable $test): void
     {
         $port = RedisServer::freePort();
         $script = '$s = stream_socket_server("tcp://127.0.0.1:' . $port . '"); echo "ready\n";'
             . '$c = stream_socket_accept($s, 10); fread($c, 100);'
-            . 'fwrite($c, "HTTP/1.1 400 Bad Request\r\n\r\n"); sleep(5);';
+            . 'fwrite($c, ' . var_export($answer, true) . '); sleep(5);';
         $process = proc_open([PHP_BINARY, '-n', '-r', $script], [1 => ['pipe', 'w']], $pipes);
         self::assertIsResource($process);
         try {
             self::assertSame("ready\n", fgets($pipes[1]));
+            $test($port);
+        } finally {
+            proc_terminate($process, 9);
+            proc_close($process);
+        }
+    }
+
+    public function testSomethingElseThanRedisIsAnEngineError(): void
+    {
+        self::withFakeRedis("HTTP/1.1 400 Bad Request\r\n\r\n", function (int $port): void {
             $e = self::assertQueueError(
                 QueueError::ENGINE,
                 fn () => Queue::open("redis://127.0.0.1:{$port}/q", timeout: 5.0)->push('App\a'),
             );
             self::assertStringContainsString('not a Redis server?', $e->getMessage());
-        } finally {
-            proc_terminate($process, 9);
-            proc_close($process);
-        }
+        });
+    }
+
+    public function testARedisLoadingItsDataIsUnavailable(): void
+    {
+        $loading = "-LOADING Redis is loading the dataset in memory\r\n";
+        self::withFakeRedis($loading, function (int $port): void {
+            $e = self::assertQueueError(
+                QueueError::UNAVAILABLE,
+                fn () => Queue::open("redis://127.0.0.1:{$port}/q")->push('App\a'),
+            );
+            self::assertStringContainsString('LOADING', $e->getMessage());
+            self::assertStringContainsString('nothing was stored', $e->getMessage());
+        });
+        self::withFakeRedis($loading, function (int $port): void {
+            $e = self::assertQueueError(
+                QueueError::UNAVAILABLE,
+                fn () => Queue::open("redis://:pw@127.0.0.1:{$port}/q")->push('App\a'),
+            );
+            self::assertStringContainsString('AUTH refused: LOADING', $e->getMessage());
+        });
     }
 
     public function testAPayloadOverTheLimitRefusesTheBatch(): void

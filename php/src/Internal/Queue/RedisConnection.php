@@ -67,7 +67,7 @@ final class RedisConnection
                 $reply = $this->readReply(0);
                 if ($reply instanceof RedisErrorReply) {
                     throw new QueueError(
-                        QueueError::ENGINE,
+                        $reply->isTransient() ? QueueError::UNAVAILABLE : QueueError::ENGINE,
                         "{$this->url}: {$command[0]} refused: " . $this->hide($reply->message),
                     );
                 }

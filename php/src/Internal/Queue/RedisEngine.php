@@ -70,7 +70,9 @@ final class RedisEngine implements Engine
                     $why = "Redis wants a password, as in redis://:PASSWORD@HOST/NAME ({$reply->message})";
                 }
                 throw new QueueError(
-                    self::unavailable($reply) ? QueueError::UNAVAILABLE : QueueError::ENGINE,
+                    $reply instanceof RedisErrorReply && $reply->isTransient()
+                        ? QueueError::UNAVAILABLE
+                        : QueueError::ENGINE,
                     "{$this->url}: push of jobs " . (count($ids) + 1) . '...: ' . $why . "; {$stored}",
                 );
             }
@@ -143,12 +145,5 @@ final class RedisEngine implements Engine
             $out[] = $run;
         }
         return $out;
-    }
-
-    /** Whether an error reply means Redis is away for now (loading, busy), not that it refuses. */
-    private static function unavailable(mixed $reply): bool
-    {
-        return $reply instanceof RedisErrorReply
-            && in_array($reply->code(), ['LOADING', 'BUSY', 'MASTERDOWN', 'TRYAGAIN'], true);
     }
 }

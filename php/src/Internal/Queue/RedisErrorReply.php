@@ -22,4 +22,14 @@ final class RedisErrorReply
     {
         return strtok($this->message, ' ') ?: '';
     }
+
+    /**
+     * Whether the error means Redis is away for now (loading its data,
+     * busy with a script, a replica without its primary), not that it
+     * refuses the command.
+     */
+    public function isTransient(): bool
+    {
+        return in_array($this->code(), ['LOADING', 'BUSY', 'MASTERDOWN', 'TRYAGAIN'], true);
+    }
 }
