@@ -316,6 +316,18 @@ final class QueueRedisTest extends TestCase
         self::assertStringContainsString('nothing was stored', $e->getMessage());
     }
 
+    public function testABatchRefusedPartwaySaysWhatWasStored(): void
+    {
+        $redis = $this->redis();
+        $redis->command('SET', 'hearth:{q}:delayed', 'not a sorted set');
+        $jobs = array_fill(0, 500, QueueJob::call('App\now'));
+        $jobs[] = QueueJob::call('App\later', delay: 10);
+        $e = self::assertQueueError(QueueError::ENGINE, fn () => Queue::open($redis->url())->pushMany($jobs));
+        self::assertStringContainsString('push of jobs 501 to 501 of 501: WRONGTYPE', $e->getMessage());
+        self::assertStringContainsString('; 500 jobs of the batch were stored by its other calls', $e->getMessage());
+        self::assertSame(500, $redis->command('XLEN', 'hearth:{q}:ready'));
+    }
+
     public function testAnEmptyBatchStoresNothingAndConnectsToNothing(): void
     {
         $queue = Queue::open('redis://127.0.0.1:' . RedisServer::freePort() . '/q');

@@ -58,23 +58,11 @@ final class RedisEngine implements Engine
             }
         }
         $ids = [];
+        $refused = null;
         foreach ($replies as $i => $reply) {
             if (!is_array($reply)) {
-                $stored = $ids === [] ? 'nothing was stored' : count($ids) . ' jobs before it were stored';
-                $why = $reply instanceof RedisErrorReply ? $reply->message : 'an answer that is not a list of ids';
-                if (
-                    $reply instanceof RedisErrorReply
-                    && ($reply->code() === 'NOAUTH' || str_contains($reply->message, 'unauthenticated'))
-                ) {
-                    // Redis 7 answers a large command from a client without AUTH with a protocol error.
-                    $why = "Redis wants a password, as in redis://:PASSWORD@HOST/NAME ({$reply->message})";
-                }
-                throw new QueueError(
-                    $reply instanceof RedisErrorReply && $reply->isTransient()
-                        ? QueueError::UNAVAILABLE
-                        : QueueError::ENGINE,
-                    "{$this->url}: push of jobs " . (count($ids) + 1) . '...: ' . $why . "; {$stored}",
-                );
+                $refused ??= [$i, $reply];
+                continue;
             }
             foreach ($reply as $id) {
                 if (!is_int($id)) {
@@ -82,6 +70,21 @@ final class RedisEngine implements Engine
                 }
                 $ids[] = $id;
             }
+        }
+        if ($refused !== null) {
+            // The pipeline's other calls ran: say what of the batch they stored.
+            [$i, $reply] = $refused;
+            $stored = $ids === []
+                ? 'nothing was stored'
+                : count($ids) . ' jobs of the batch were stored by its other calls';
+            $first = 1 + array_sum(array_map('count', array_slice($chunks, 0, $i)));
+            throw new QueueError(
+                $reply instanceof RedisErrorReply && $reply->isTransient()
+                    ? QueueError::UNAVAILABLE
+                    : QueueError::ENGINE,
+                "{$this->url}: push of jobs {$first} to " . ($first + count($chunks[$i]) - 1) . ' of '
+                . count($jobs) . ': ' . self::why($reply) . "; {$stored}",
+            );
         }
         if (count($ids) !== count($jobs)) {
             throw new QueueError(QueueError::ENGINE, "{$this->url}: push returned " . count($ids)
@@ -117,6 +120,18 @@ final class RedisEngine implements Engine
             );
         }
         return $command;
+    }
+
+    private static function why(mixed $reply): string
+    {
+        if (!$reply instanceof RedisErrorReply) {
+            return 'an answer that is not a list of ids';
+        }
+        if ($reply->code() === 'NOAUTH' || str_contains($reply->message, 'unauthenticated')) {
+            // Redis 7 answers a large command from a client without AUTH with a protocol error.
+            return "Redis wants a password, as in redis://:PASSWORD@HOST/NAME ({$reply->message})";
+        }
+        return $reply->message;
     }
 
     /**
