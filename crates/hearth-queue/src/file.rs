@@ -23,6 +23,11 @@ use crate::error::{Error, Result};
 use crate::job::{now_ms, Job, JobId, JobInfo, JobResult, NewJob, Part, Receipt, Stats};
 use crate::retry::{retry, Fail};
 
+/// The `schema` row of table `meta` this version reads and writes; a file
+/// of any other is refused (the PHP producer, php/src/Internal/Queue, checks
+/// the same).
+pub(crate) const SCHEMA_VERSION: &str = "hearth-queue 1";
+
 /// The longest wait between two polls of a blocked `reserve`.
 pub const LONGEST_POLL: Duration = Duration::from_millis(20);
 /// How often results channels idle past their time-to-live are removed.
@@ -73,7 +78,7 @@ impl FileQueue {
                             r.get(0)
                         })
                         .map_err(at)?;
-                    if schema != "hearth-queue 1" {
+                    if schema != SCHEMA_VERSION {
                         return Err(Fail::Permanent(Error::engine(format!(
                             "{}: a queue file of another version ({schema})",
                             p.display()

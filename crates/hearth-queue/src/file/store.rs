@@ -493,3 +493,31 @@ pub(crate) fn delete_results(
     tx.commit()?;
     Ok(n as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    /// The PHP producer (`Hearth\Queue`, php/src) creates a queue file
+    /// with a copy of schema.sql, kept in a nowdoc, and accepts the same
+    /// version: both must be the crate's, or a file PHP created first
+    /// would not be the crate's layout.
+    #[test]
+    fn the_php_producer_creates_the_crates_schema() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../php/src/Internal/Queue/FileSchema.php"
+        );
+        let php = std::fs::read_to_string(path).expect("read the PHP copy of schema.sql");
+        let copy = php
+            .split_once("<<<'SQL'\n")
+            .and_then(|(_, rest)| rest.split_once("\nSQL;"))
+            .map(|(text, _)| text)
+            .expect("a nowdoc <<<'SQL' ... SQL; in FileSchema.php");
+        assert!(
+            copy == include_str!("schema.sql"),
+            "{path} differs from src/file/schema.sql: copy it again"
+        );
+        let version = format!("const VERSION = '{}';", super::super::SCHEMA_VERSION);
+        assert!(php.contains(&version), "{path} lacks {version}");
+        assert!(include_str!("schema.sql").contains(&format!("'{}'", super::super::SCHEMA_VERSION)));
+    }
+}

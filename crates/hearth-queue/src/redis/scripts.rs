@@ -316,3 +316,32 @@ impl Scripts {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The PHP producer (`Hearth\Queue`, php/src) pushes with a copy of
+    /// the push script, kept in a nowdoc: it must be this script byte for
+    /// byte, so a job it pushes is stored as one pushed here, and both use
+    /// one script (one SHA1) in Redis's cache.
+    #[test]
+    fn the_php_producer_pushes_with_the_crates_script() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../php/src/Internal/Queue/RedisPushScript.php"
+        );
+        let php = std::fs::read_to_string(path).expect("read the PHP copy of the push script");
+        let copy = php
+            .split_once("<<<'LUA'\n")
+            .and_then(|(_, rest)| rest.split_once("\nLUA;"))
+            .map(|(text, _)| text)
+            .expect("a nowdoc <<<'LUA' ... LUA; in RedisPushScript.php");
+        let ours = format!("{NOW}{PUSH}");
+        assert!(
+            copy == ours,
+            "{path} differs from the crate's push script (NOW then PUSH): copy it again"
+        );
+        assert_eq!(Script::new(copy).get_hash(), Scripts::new().push.get_hash());
+    }
+}
