@@ -104,6 +104,14 @@ struct StatusPage {
     processes: Vec<Child>,
 }
 
+impl StatusPage {
+    /// The children: php-fpm's status page also lists a slot whose child
+    /// is being started (or restarted) with pid 0, which is no process.
+    fn children(self) -> Vec<Child> {
+        self.processes.into_iter().filter(|c| c.pid != 0).collect()
+    }
+}
+
 #[derive(Debug, Default)]
 struct Log {
     lines: Mutex<VecDeque<String>>,
@@ -382,7 +390,7 @@ impl Pool {
         let page: StatusPage = serde_json::from_slice(&page).map_err(|e| {
             Error::upstream(format!("the status page is not the JSON expected: {e}"))
         })?;
-        Ok(page.processes)
+        Ok(page.children())
     }
 
     async fn wait_ready(&self, before: u64, wait: Duration) -> Result<(), Error> {
@@ -540,4 +548,26 @@ async fn check_ini_names(binary: &Path, config: &Config) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slot php-fpm is starting a child in is listed with pid 0 (seen
+    /// during a reload): it is not a child.
+    #[test]
+    fn a_slot_without_a_process_is_not_a_child() {
+        let page = r#"{"processes": [
+            {"pid": 0, "state": "Idle", "start time": 0, "requests": 0, "request duration": 0,
+             "request method": "-", "request uri": "-", "content length": 0, "user": "-",
+             "script": "-", "last request cpu": 0.0, "last request memory": 0},
+            {"pid": 4242, "state": "Idle", "start time": 1795658463, "requests": 3, "request duration": 120,
+             "request method": "GET", "request uri": "/", "content length": 0, "user": "-",
+             "script": "/srv/index.php", "last request cpu": 0.0, "last request memory": 2097152}
+        ]}"#;
+        let page: StatusPage = serde_json::from_str(page).expect("a status page");
+        let pids: Vec<u32> = page.children().iter().map(|c| c.pid).collect();
+        assert_eq!(pids, [4242]);
+    }
 }
