@@ -459,15 +459,9 @@ async fn children_are_listed_with_the_script_each_busy_one_runs() {
 async fn stop_leaves_no_process_behind() {
     let pool = Pool::start(&config(3)).await.expect("start");
     let master = pool.pid();
-    let mut pids: Vec<u32> = pool
-        .children()
-        .await
-        .expect("children")
-        .iter()
-        .map(|c| c.pid)
-        .collect();
+    let mut pids: Vec<u32> = listed(&pool, 3).await.iter().map(|c| c.pid).collect();
     pids.push(master);
-    assert_eq!(pids.len(), 4);
+    assert_eq!(pids.len(), 4, "{pids:?}");
     let dir = pool.dir().to_path_buf();
     let status = pool.stop(Duration::from_secs(10)).await.expect("stop");
     assert!(status.success(), "{status:?}");
@@ -575,8 +569,22 @@ async fn dynamic_pool_starts_its_start_servers() {
         max_spare: 3,
     };
     let pool = Pool::start(&config).await.expect("start");
-    assert_eq!(pool.children().await.expect("children").len(), 2);
+    assert_eq!(listed(&pool, 2).await.len(), 2);
     stop(pool).await;
+}
+
+/// The pool's children once `n` are listed (a child php-fpm has forked is
+/// listed once it has taken its slot), or what is listed after 5 s.
+async fn listed(pool: &Pool, n: usize) -> Vec<hearth_fpm::pool::Child> {
+    let mut children = Vec::new();
+    for _ in 0..500 {
+        children = pool.children().await.expect("children");
+        if children.len() == n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    children
 }
 
 /// The processes of the pool's process group other than the master: its
