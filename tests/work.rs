@@ -1,0 +1,819 @@
+//! `hearth work` against real queues: a redis-server started by the test
+//! (AOF on, a free port, a temporary directory) and a queue file in a
+//! temporary directory. Jobs are pushed and results read with the
+//! `hearth-queue` crate, as a producer would; the consumers are the real
+//! binary, running real shell tasks and PHP jobs in real PHP workers.
+// The helpers below are test code too: a failure is a test failure.
+#![allow(clippy::unwrap_used)]
+
+#[path = "../crates/hearth-queue/tests/support/mod.rs"]
+mod redis_support;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hearth_queue::{
+    Backoff, DeadReason, JobId, JobResult, NewJob, Outcome, Part, Queue, QueueConfig, Results,
+    Stats,
+};
+use redis_support::RedisServer;
+use serde_json::{json, Value};
+
+const HEARTH: &str = env!("CARGO_BIN_EXE_hearth");
+
+/// Long enough for any wait here on a loaded machine.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A queue engine for one test.
+enum Engine {
+    Redis(RedisServer),
+    File(tempfile::TempDir),
+}
+
+impl Engine {
+    fn redis() -> Engine {
+        Engine::Redis(RedisServer::start())
+    }
+
+    fn file() -> Engine {
+        Engine::File(tempfile::tempdir().unwrap())
+    }
+
+    fn url(&self) -> String {
+        match self {
+            Engine::Redis(server) => format!("redis://127.0.0.1:{}/jobs", server.port),
+            Engine::File(dir) => format!("file:{}", dir.path().join("jobs.db").display()),
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            Engine::Redis(_) => "redis",
+            Engine::File(_) => "file",
+        }
+    }
+}
+
+/// The producer's side, with the `hearth-queue` crate.
+struct Producer {
+    rt: tokio::runtime::Runtime,
+    queue: Queue,
+    readers: HashMap<String, Results>,
+}
+
+impl Producer {
+    fn open(engine: &Engine) -> Producer {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let queue = rt
+            .block_on(Queue::open(&engine.url(), QueueConfig::default()))
+            .unwrap();
+        Producer {
+            rt,
+            queue,
+            readers: HashMap::new(),
+        }
+    }
+
+    /// Pushes one payload with results to `channel`, no backoff.
+    fn push(&self, payload: &Value, attempts: u32, channel: &str) -> JobId {
+        self.push_raw(payload.to_string().into_bytes(), attempts, channel)
+    }
+
+    fn push_raw(&self, payload: Vec<u8>, attempts: u32, channel: &str) -> JobId {
+        let job = NewJob::new(payload)
+            .attempts(attempts)
+            .backoff(Backoff::none())
+            .reply_to(channel);
+        self.rt.block_on(self.queue.push(job)).unwrap()
+    }
+
+    fn push_many(&self, payloads: &[Value], channel: &str) -> Vec<JobId> {
+        let mut ids = Vec::new();
+        for chunk in payloads.chunks(1000) {
+            let jobs = chunk
+                .iter()
+                .map(|p| {
+                    NewJob::new(p.to_string().into_bytes())
+                        .backoff(Backoff::none())
+                        .reply_to(channel)
+                })
+                .collect();
+            ids.extend(self.rt.block_on(self.queue.push_many(jobs)).unwrap());
+        }
+        ids
+    }
+
+    /// Reads `channel` until `n` outcomes came since the last read.
+    fn results(&mut self, channel: &str, n: usize) -> Vec<JobResult> {
+        let mut out = Vec::new();
+        let give_up = Instant::now() + PATIENCE * 3;
+        while out.len() < n {
+            out.extend(self.next_results(channel, Duration::from_millis(500)));
+            assert!(
+                Instant::now() < give_up,
+                "only {} of {n} results came",
+                out.len()
+            );
+        }
+        out
+    }
+
+    /// What came on `channel` within `wait`.
+    fn next_results(&mut self, channel: &str, wait: Duration) -> Vec<JobResult> {
+        if !self.readers.contains_key(channel) {
+            // A Redis reader's connection starts on the runtime.
+            let _in_runtime = self.rt.enter();
+            let reader = self.queue.results(channel).unwrap();
+            self.readers.insert(channel.to_owned(), reader);
+        }
+        let reader = self.readers.get_mut(channel).unwrap();
+        self.rt.block_on(reader.next(1000, wait)).unwrap()
+    }
+
+    fn stats(&self) -> Stats {
+        self.rt.block_on(self.queue.stats()).unwrap()
+    }
+
+    fn dead(&self) -> Vec<hearth_queue::JobInfo> {
+        self.rt.block_on(self.queue.peek(Part::Dead, 100)).unwrap()
+    }
+
+    fn ready(&self) -> Vec<hearth_queue::JobInfo> {
+        self.rt.block_on(self.queue.peek(Part::Ready, 100)).unwrap()
+    }
+}
+
+/// The result line a job was acked with.
+fn done(r: &JobResult) -> Value {
+    match &r.outcome {
+        Outcome::Done(bytes) => serde_json::from_slice(bytes).unwrap(),
+        other => panic!("job {} not done: {other:?}", r.id),
+    }
+}
+
+/// The reason and error a job died with.
+fn dead(r: &JobResult) -> (DeadReason, String) {
+    match &r.outcome {
+        Outcome::Dead { reason, error } => (*reason, error.clone()),
+        other => panic!("job {} not dead: {other:?}", r.id),
+    }
+}
+
+fn by_id(results: Vec<JobResult>) -> HashMap<JobId, JobResult> {
+    let mut map = HashMap::new();
+    for r in results {
+        let id = r.id;
+        assert!(map.insert(id, r).is_none(), "two results for job {id}");
+    }
+    map
+}
+
+/// A running `hearth work`, with its log; stopped when dropped.
+struct Work {
+    child: Child,
+    log: Arc<Mutex<String>>,
+}
+
+impl Work {
+    /// `hearth work --queue URL ARGS` in `dir`, logging at debug level.
+    fn start(engine: &Engine, dir: &Path, args: &[&str]) -> Work {
+        let mut child = Command::new(HEARTH)
+            .arg("work")
+            .arg("--queue")
+            .arg(engine.url())
+            .args(args)
+            .current_dir(dir)
+            .env("HEARTH_LOG", "debug")
+            .env_remove("RUST_LOG")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = log.clone();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut log = sink.lock().unwrap_or_else(|e| e.into_inner());
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let work = Work { child, log };
+        work.wait_for_log("taking ");
+        work
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn wait_for_log(&self, needle: &str) {
+        let deadline = Instant::now() + PATIENCE;
+        while !self.log().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "the log never said {needle:?}:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+    }
+
+    /// Waits for the exit; its status code.
+    fn wait_exit(&mut self) -> Option<i32> {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "hearth work did not exit; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL, as a crash would.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.signal(rustix::process::Signal::INT);
+            self.signal(rustix::process::Signal::INT);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            self.kill();
+        }
+    }
+}
+
+/// Polls `check` until it holds, or panics naming `what`.
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + PATIENCE;
+    while !check() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+const BOOTSTRAP: &str = r#"<?php
+namespace App\Jobs;
+
+function add(int $a, int $b): int { return $a + $b; }
+function greet(string $name): string { echo "greeting {$name}\n"; return "Hello, {$name}!"; }
+function fail(string $why): void { throw new \DomainException($why, 42); }
+function pid(): int { return getmypid(); }
+function nap(float $s): string { usleep((int) ($s * 1e6)); return 'awake'; }
+"#;
+
+/// A directory with the bootstrap above.
+fn app_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("bootstrap.php"), BOOTSTRAP).unwrap();
+    dir
+}
+
+fn shell_jobs_run_with_results(engine: Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut q = Producer::open(&engine);
+    let ok = q.push(&json!({"id": "a", "cmd": "echo hi; echo warn >&2"}), 1, "r");
+    let argv = q.push(&json!({"argv": ["sh", "-c", "cat; echo \"$X\"; pwd"], "stdin": "in\n", "env": {"X": "ex"}, "cwd": "sub"}), 1, "r");
+    let exits = q.push(
+        &json!({"id": "exits", "cmd": "echo oops >&2; exit 3"}),
+        1,
+        "r",
+    );
+    let slow = q.push(&json!({"cmd": "sleep 30", "timeout": "300ms"}), 1, "r");
+    let missing = q.push(&json!({"argv": ["/nonexistent/prog"]}), 1, "r");
+    let typo = q.push(&json!({"comand": "echo x"}), 3, "r");
+    let php = q.push(&json!({"call": "strlen", "args": ["x"]}), 3, "r");
+    let binary = q.push_raw(vec![0xff, 0xfe], 3, "r");
+    let ids = q.push(&json!({"cmd": "echo $HEARTH_JOB_ID $HEARTH_JOB_ATTEMPT", "env": {"HEARTH_JOB_ID": "mine"}}), 1, "r");
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let _work = Work::start(&engine, dir.path(), &["-j", "3"]);
+    let r = by_id(q.results("r", 9));
+
+    let a = done(&r[&ok]);
+    assert_eq!(a["id"], "a");
+    assert_eq!(a["seq"], ok.0);
+    assert_eq!(a["status"], 0);
+    assert_eq!(a["stdout"], "hi\n");
+    assert_eq!(a["stderr"], "warn\n");
+    assert_eq!(
+        (a["job"].as_u64(), a["attempt"].as_u64()),
+        (Some(ok.0), Some(1))
+    );
+    assert_eq!(a["attempts"], 1);
+    assert!(a["duration_ms"].as_f64().is_some());
+    let b = done(&r[&argv]);
+    assert_eq!(b["id"], argv.0, "the id defaults to the job's");
+    let sub = std::fs::canonicalize(dir.path().join("sub")).unwrap();
+    assert_eq!(b["stdout"], format!("in\nex\n{}\n", sub.display()));
+    assert_eq!(done(&r[&ids])["stdout"], format!("{} 1\n", ids.0));
+
+    let (reason, error) = dead(&r[&exits]);
+    assert_eq!(reason, DeadReason::Failed);
+    assert_eq!(error, "exit status 3; stderr: oops");
+    let (reason, error) = dead(&r[&slow]);
+    assert_eq!(reason, DeadReason::Failed);
+    assert!(
+        error.starts_with("ran past its time limit: stopped after 0.3"),
+        "{error}"
+    );
+    assert!(error.ends_with("(killed by SIGTERM)"), "{error}");
+    let (_, error) = dead(&r[&missing]);
+    assert!(
+        error.starts_with("cannot start /nonexistent/prog: "),
+        "{error}"
+    );
+
+    // Payloads that are not tasks are dead at once, whatever their
+    // attempts, with the reason.
+    for (id, expected) in [
+        (typo, "invalid task: unknown field `comand`"),
+        (php, "describe a PHP job: run with --php-bootstrap"),
+        (binary, "invalid task: the payload is not UTF-8 text"),
+    ] {
+        let (reason, error) = dead(&r[&id]);
+        assert_eq!(reason, DeadReason::Rejected, "{error}");
+        assert!(error.contains(expected), "{error}");
+        assert_eq!(r[&id].attempt, 1);
+    }
+    let s = q.stats();
+    assert_eq!((s.done, s.died, s.dead, s.retried), (3, 6, 6, 0), "{s:?}");
+    let reasons: Vec<_> = q.dead().iter().map(|d| d.dead_reason).collect();
+    assert_eq!(reasons.len(), 6, "{reasons:?}");
+}
+
+#[test]
+fn shell_jobs_run_with_results_through_redis() {
+    shell_jobs_run_with_results(Engine::redis());
+}
+
+#[test]
+fn shell_jobs_run_with_results_through_a_file() {
+    shell_jobs_run_with_results(Engine::file());
+}
+
+fn php_jobs_run_with_results(engine: Engine) {
+    let dir = app_dir();
+    let mut q = Producer::open(&engine);
+    let add = q.push(
+        &json!({"id": 1, "call": "App\\Jobs\\add", "args": [2, 3]}),
+        1,
+        "r",
+    );
+    let greet = q.push(
+        &json!({"call": "App\\Jobs\\greet", "args": {"name": "Ann"}}),
+        1,
+        "r",
+    );
+    let throws = q.push(
+        &json!({"call": "App\\Jobs\\fail", "args": ["no way"]}),
+        1,
+        "r",
+    );
+    let slow = q.push(
+        &json!({"call": "App\\Jobs\\nap", "args": [30], "timeout": 0.3}),
+        1,
+        "r",
+    );
+    let shell = q.push(&json!({"cmd": "echo not php"}), 2, "r");
+    let work = Work::start(
+        &engine,
+        dir.path(),
+        &[
+            "-j",
+            "2",
+            "--php-bootstrap",
+            "bootstrap.php",
+            "--kill-after",
+            "1s",
+        ],
+    );
+    let r = by_id(q.results("r", 5));
+    let a = done(&r[&add]);
+    assert_eq!((a["id"].as_u64(), a["result"].as_u64()), (Some(1), Some(5)));
+    assert_eq!(a["status"], 0);
+    assert!(a["worker"].as_u64().is_some());
+    assert!(a.get("stderr").is_none(), "{a}");
+    let g = done(&r[&greet]);
+    assert_eq!(g["result"], "Hello, Ann!");
+    assert_eq!(g["stdout"], "greeting Ann\n");
+    assert_eq!(g["job"], greet.0);
+    let (reason, error) = dead(&r[&throws]);
+    assert_eq!(reason, DeadReason::Failed);
+    let bootstrap = std::fs::canonicalize(dir.path().join("bootstrap.php")).unwrap();
+    assert_eq!(
+        error,
+        format!(
+            "DomainException: no way (code 42) at {}:6",
+            bootstrap.display()
+        )
+    );
+    let (_, error) = dead(&r[&slow]);
+    assert!(
+        error.starts_with("the job ran past its time limit of 0.300s; its PHP worker"),
+        "{error}"
+    );
+    let (reason, error) = dead(&r[&shell]);
+    assert_eq!(reason, DeadReason::Rejected);
+    assert!(error.contains("not a shell command"), "{error}");
+    // The worker stopped for the time limit was replaced: jobs go on.
+    let after = q.push(&json!({"call": "App\\Jobs\\add", "args": [1, 1]}), 1, "r");
+    let r = q.results("r", 1);
+    assert_eq!((r[0].id, done(&r[0])["result"].as_u64()), (after, Some(2)));
+    let log = work.log();
+    assert!(log.contains("job failed"), "{log}");
+    assert!(log.contains("job done"), "{log}");
+}
+
+#[test]
+fn php_jobs_run_with_results_through_redis() {
+    php_jobs_run_with_results(Engine::redis());
+}
+
+#[test]
+fn php_jobs_run_with_results_through_a_file() {
+    php_jobs_run_with_results(Engine::file());
+}
+
+/// A job that always throws is failed at each attempt with its error,
+/// retried by the queue, and dead after its last attempt, its error kept.
+#[test]
+fn a_job_that_always_throws_ends_dead_after_its_attempts() {
+    for engine in [Engine::redis(), Engine::file()] {
+        let dir = app_dir();
+        let mut q = Producer::open(&engine);
+        let id = q.push(
+            &json!({"call": "App\\Jobs\\fail", "args": ["always"]}),
+            3,
+            "r",
+        );
+        let work = Work::start(
+            &engine,
+            dir.path(),
+            &["-j", "1", "--php-bootstrap", "bootstrap.php"],
+        );
+        let r = q.results("r", 1);
+        assert_eq!((r[0].id, r[0].attempt), (id, 3), "{}", engine.name());
+        let (reason, error) = dead(&r[0]);
+        assert_eq!(reason, DeadReason::Failed);
+        assert!(
+            error.starts_with("DomainException: always (code 42) at "),
+            "{error}"
+        );
+        let dead = q.dead();
+        assert_eq!(dead.len(), 1);
+        assert_eq!((dead[0].id, dead[0].attempts), (id, 3));
+        assert_eq!(dead[0].last_error.as_deref(), Some(error.as_str()));
+        let s = q.stats();
+        assert_eq!((s.failed, s.retried, s.died, s.done), (3, 2, 1, 0), "{s:?}");
+        assert_eq!(
+            work.log().matches("job failed").count(),
+            3,
+            "{}",
+            work.log()
+        );
+        assert!(work
+            .log()
+            .contains("that was its last attempt: dead-lettered"));
+    }
+}
+
+/// With -j 2, two of five jobs are held, the other three stay ready: a
+/// consumer never holds a job no worker runs.
+#[test]
+fn only_as_many_jobs_as_free_workers_are_held() {
+    for engine in [Engine::redis(), Engine::file()] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut q = Producer::open(&engine);
+        let wait_for_go = "touch started-$$; while [ ! -f go ]; do sleep 0.02; done";
+        let jobs: Vec<Value> = (0..5).map(|_| json!({"cmd": wait_for_go})).collect();
+        q.push_many(&jobs, "r");
+        let _work = Work::start(&engine, dir.path(), &["-j", "2"]);
+        let started = || {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .filter(|e| {
+                    e.as_ref()
+                        .unwrap()
+                        .file_name()
+                        .to_string_lossy()
+                        .starts_with("started-")
+                })
+                .count()
+        };
+        eventually("two jobs to start", || started() == 2);
+        // Give the consumer every chance to take more than it should.
+        std::thread::sleep(Duration::from_millis(1500));
+        let s = q.stats();
+        assert_eq!(
+            (s.reserved, s.ready, started()),
+            (2, 3, 2),
+            "{}: {s:?}",
+            engine.name()
+        );
+        std::fs::write(dir.path().join("go"), "").unwrap();
+        let r = q.results("r", 5);
+        assert!(r.iter().all(|r| matches!(r.outcome, Outcome::Done(_))));
+    }
+}
+
+/// A job that runs three times its visibility timeout keeps its hold
+/// while another consumer is waiting for work: it runs once, as attempt 1.
+#[test]
+fn a_long_job_keeps_its_hold() {
+    let engine = Engine::redis();
+    let dir = tempfile::tempdir().unwrap();
+    let mut q = Producer::open(&engine);
+    let id = q.push(&json!({"cmd": "sleep 3.5; echo done"}), 3, "r");
+    let args = ["-j", "1", "--visibility-timeout", "1s"];
+    let first = Work::start(&engine, dir.path(), &args);
+    eventually("the job to be taken", || q.stats().reserved == 1);
+    let _second = Work::start(&engine, dir.path(), &args);
+    let r = q.results("r", 1);
+    assert_eq!((r[0].id, r[0].attempt), (id, 1));
+    assert_eq!(done(&r[0])["stdout"], "done\n");
+    let s = q.stats();
+    assert_eq!((s.retried, s.done, s.reserved), (0, 1, 0), "{s:?}");
+    assert!(!first.log().contains("hold expired"), "{}", first.log());
+}
+
+/// SIGTERM while a job runs: the job finishes and is acked, the next one
+/// is not taken, and hearth work exits with 0.
+#[test]
+fn sigterm_lets_the_running_job_finish_and_exits_0() {
+    for engine in [Engine::redis(), Engine::file()] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut q = Producer::open(&engine);
+        let first = q.push(
+            &json!({"cmd": "touch started; sleep 1; echo finished"}),
+            3,
+            "r",
+        );
+        let _second = q.push(&json!({"cmd": "echo second"}), 3, "r");
+        let mut work = Work::start(&engine, dir.path(), &["-j", "1"]);
+        eventually("the job to start", || dir.path().join("started").exists());
+        work.signal(rustix::process::Signal::TERM);
+        assert_eq!(work.wait_exit(), Some(0), "{}", work.log());
+        let r = q.results("r", 1);
+        assert_eq!((r[0].id, r[0].attempt), (first, 1));
+        assert_eq!(done(&r[0])["stdout"], "finished\n");
+        let s = q.stats();
+        assert_eq!(
+            (s.done, s.reserved, s.ready),
+            (1, 0, 1),
+            "{}: {s:?}",
+            engine.name()
+        );
+        assert!(
+            work.log().contains("SIGTERM: taking no more jobs"),
+            "{}",
+            work.log()
+        );
+    }
+}
+
+/// Past the grace period the running job is stopped and failed as
+/// interrupted, so it runs again; hearth work still exits with 0.
+#[test]
+fn a_job_past_the_grace_period_is_stopped_and_runs_again() {
+    let engine = Engine::file();
+    let dir = tempfile::tempdir().unwrap();
+    let q = Producer::open(&engine);
+    let id = q.push(&json!({"cmd": "touch started; sleep 30"}), 3, "r");
+    let mut work = Work::start(
+        &engine,
+        dir.path(),
+        &["-j", "1", "--grace-period", "300ms", "--kill-after", "1s"],
+    );
+    eventually("the job to start", || dir.path().join("started").exists());
+    work.signal(rustix::process::Signal::TERM);
+    assert_eq!(work.wait_exit(), Some(0), "{}", work.log());
+    assert!(
+        work.log().contains("the grace period is over"),
+        "{}",
+        work.log()
+    );
+    let ready = q.ready();
+    assert_eq!(ready.len(), 1, "{ready:?}");
+    assert_eq!((ready[0].id, ready[0].attempts), (id, 1));
+    assert_eq!(
+        ready[0].last_error.as_deref(),
+        Some("stopped by the shutdown of hearth work before it finished")
+    );
+}
+
+/// 10,000 trivial PHP jobs over three `hearth work` processes, one of
+/// them killed (SIGKILL) mid-batch: every job's result arrives exactly
+/// once; the jobs the killed one held (at most its -j of 2) come again as
+/// attempt 2.
+#[test]
+fn ten_thousand_jobs_over_three_consumers_one_killed() {
+    let engine = Engine::redis();
+    let dir = app_dir();
+    let mut q = Producer::open(&engine);
+    let n = 10_000;
+    let jobs: Vec<Value> = (0..n)
+        .map(|i| json!({"call": "App\\Jobs\\add", "args": [i, 1]}))
+        .collect();
+    let ids = q.push_many(&jobs, "batch");
+    let args = [
+        "-j",
+        "2",
+        "--php-bootstrap",
+        "bootstrap.php",
+        "--visibility-timeout",
+        "2s",
+        "--log-level",
+        "info",
+    ];
+    let mut consumers: Vec<Work> = (0..3)
+        .map(|_| Work::start(&engine, dir.path(), &args))
+        .collect();
+    let mut results = q.results("batch", n / 4);
+    consumers[0].kill();
+    results.extend(q.results("batch", n - results.len()));
+    // Anything more (a second result for a job) would come now.
+    std::thread::sleep(Duration::from_secs(3));
+    results.extend(q.next_results("batch", Duration::from_millis(500)));
+    let results = by_id(results);
+    assert_eq!(results.len(), n);
+    let mut again = 0;
+    for (i, id) in ids.iter().enumerate() {
+        let r = &results[id];
+        let line = done(r);
+        assert_eq!(line["result"].as_u64(), Some(i as u64 + 1));
+        assert_eq!(line["attempt"].as_u64(), Some(u64::from(r.attempt)));
+        match r.attempt {
+            1 => {}
+            2 => again += 1,
+            other => panic!("job {id} settled at attempt {other}"),
+        }
+    }
+    assert!(
+        again <= 2,
+        "{again} jobs came again; the killed consumer held 2 at most"
+    );
+    let s = q.stats();
+    assert_eq!(
+        (s.done, s.retried, s.reserved, s.ready),
+        (n as u64, again, 0, 0),
+        "{s:?}"
+    );
+    eprintln!("{again} job(s) of the killed consumer ran again as attempt 2");
+}
+
+/// SIGKILL `hearth work` on a queue file mid-batch and start it again:
+/// every job completes, once.
+#[test]
+fn a_killed_consumer_of_a_file_queue_restarts_and_every_job_completes() {
+    let engine = Engine::file();
+    let dir = tempfile::tempdir().unwrap();
+    let mut q = Producer::open(&engine);
+    let n = 2_000;
+    let jobs: Vec<Value> = (0..n)
+        .map(|i| json!({"argv": ["echo", i.to_string()]}))
+        .collect();
+    let ids = q.push_many(&jobs, "batch");
+    let args = ["-j", "4", "--visibility-timeout", "2s"];
+    let mut first = Work::start(&engine, dir.path(), &args);
+    let mut results = q.results("batch", n / 4);
+    first.kill();
+    let held = q.stats().reserved;
+    assert!(held <= 4, "the killed consumer held {held}");
+    let _second = Work::start(&engine, dir.path(), &args);
+    results.extend(q.results("batch", n - results.len()));
+    std::thread::sleep(Duration::from_secs(3));
+    results.extend(q.next_results("batch", Duration::from_millis(500)));
+    let results = by_id(results);
+    assert_eq!(results.len(), n);
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(done(&results[id])["stdout"], format!("{i}\n"));
+    }
+    let again = results.values().filter(|r| r.attempt == 2).count() as u64;
+    assert_eq!(again, held, "the jobs it held, and only those, ran again");
+    let s = q.stats();
+    assert_eq!((s.done, s.reserved, s.ready), (n as u64, 0, 0), "{s:?}");
+}
+
+/// SIGHUP replaces the PHP job workers; jobs go on.
+#[test]
+fn sighup_replaces_the_php_job_workers() {
+    let engine = Engine::file();
+    let dir = app_dir();
+    let mut q = Producer::open(&engine);
+    let work = Work::start(
+        &engine,
+        dir.path(),
+        &["-j", "1", "--php-bootstrap", "bootstrap.php"],
+    );
+    q.push(&json!({"call": "App\\Jobs\\pid"}), 1, "r");
+    let before = done(&q.results("r", 1)[0])["result"].clone();
+    work.signal(rustix::process::Signal::HUP);
+    work.wait_for_log("job workers reloaded");
+    q.push(&json!({"call": "App\\Jobs\\pid"}), 1, "r");
+    let after = done(&q.results("r", 1)[0])["result"].clone();
+    assert!(before.is_u64() && after.is_u64());
+    assert_ne!(before, after, "the worker was replaced");
+}
+
+/// Where the options come from: `[work]` in the config file, with a
+/// `file:` queue relative to it.
+#[test]
+fn work_reads_its_section_of_the_config_file() {
+    let dir = app_dir();
+    let config = dir.path().join("hearth.toml");
+    std::fs::write(
+        &config,
+        "[work]\nqueue = \"file:jobs.db\"\njobs = 1\nphp_bootstrap = \"bootstrap.php\"\n",
+    )
+    .unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    // The queue the file names: jobs.db beside it.
+    let url = format!("file:{}", dir.path().join("jobs.db").display());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let producer = rt
+        .block_on(Queue::open(&url, QueueConfig::default()))
+        .unwrap();
+    let job = NewJob::new(json!({"call": "App\\Jobs\\add", "args": [20, 22]}).to_string());
+    rt.block_on(producer.push(job.reply_to("r"))).unwrap();
+    let mut child = Command::new(HEARTH)
+        .args(["work", "--config"])
+        .arg(&config)
+        .current_dir(elsewhere.path())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut reader = producer.results("r").unwrap();
+    let got = rt.block_on(reader.next(1, PATIENCE)).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(got.len(), 1);
+    assert_eq!(done(&got[0])["result"], 42);
+}
+
+/// Unusable options are refused before anything starts, naming them.
+#[test]
+fn unusable_options_are_refused_by_name() {
+    for (args, expected) in [
+        (vec![], "--queue: is needed"),
+        (
+            vec!["--queue", "memcached://x"],
+            "--queue: queue URL: memcached://x: expected",
+        ),
+        (
+            vec!["--queue", "file:/tmp/x.db", "-j", "0"],
+            "--jobs: must be at least 1",
+        ),
+        (
+            vec!["--queue", "file:/tmp/x.db", "--visibility-timeout", "500ms"],
+            "--visibility-timeout: must be at least 1s",
+        ),
+        (
+            vec!["--queue", "file:/tmp/x.db", "--max-jobs", "5"],
+            "--max-jobs: needs --php-bootstrap",
+        ),
+    ] {
+        let out = Command::new(HEARTH)
+            .arg("work")
+            .args(&args)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
