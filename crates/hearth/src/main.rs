@@ -19,6 +19,7 @@ mod listen;
 mod man;
 mod observe;
 mod options;
+mod queue;
 mod run;
 mod serve;
 mod systemd;
@@ -56,6 +57,9 @@ enum Command {
     /// Take jobs from a queue and run them: shell tasks, or PHP jobs in warm PHP workers.
     #[command(after_help = work::AFTER_HELP)]
     Work(options::CommandLine<options::WorkOptions>),
+    /// Look into a queue and act on it: stats, peek, retry, purge, push.
+    #[command(after_help = queue::AFTER_HELP)]
+    Queue(queue::QueueArgs),
     /// Print the directory of the PHP library built into this binary.
     PhpLib,
     /// Show a running server's workers and pool totals (over its control socket).
@@ -99,6 +103,7 @@ fn main() -> ExitCode {
         }
         Command::Serve(given) => given.load().map_err(Into::into).and_then(serve::run),
         Command::Work(given) => given.load().map_err(Into::into).and_then(work::run),
+        Command::Queue(args) => queue::run(args),
         Command::Status(args) => ctl::status(args),
         Command::Reload(target) => ctl::reload(target),
         Command::Stop(target) => ctl::stop(target),
