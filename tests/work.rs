@@ -406,6 +406,54 @@ fn ten_thousand_jobs_over_three_consumers_one_killed() {
     eprintln!("{again} job(s) of the killed consumer ran again as attempt 2");
 }
 
+/// Redis killed (SIGKILL) and started again (AOF on) mid-batch: the
+/// consumers reconnect by themselves and every job's result arrives,
+/// once.
+#[test]
+fn redis_restarting_mid_batch_loses_nothing() {
+    let mut engine = Engine::redis();
+    let dir = app_dir();
+    let mut q = Producer::open(&engine);
+    let n = 2_000;
+    let jobs: Vec<Value> = (0..n)
+        .map(|i| json!({"call": "App\\Jobs\\add", "args": [i, 1]}))
+        .collect();
+    let ids = q.push_many(&jobs, "batch");
+    let args = [
+        "-j",
+        "2",
+        "--php-bootstrap",
+        "bootstrap.php",
+        "--log-level",
+        "info",
+    ];
+    let consumers: Vec<Work> = (0..2)
+        .map(|_| Work::start(&engine, dir.path(), &args))
+        .collect();
+    let mut results = q.results("batch", n / 4);
+    let Engine::Redis(server) = &mut engine else {
+        unreachable!()
+    };
+    server.restart();
+    results.extend(q.results("batch", n - results.len()));
+    std::thread::sleep(Duration::from_secs(2));
+    results.extend(q.next_results("batch", Duration::from_millis(500)));
+    let results = by_id(results);
+    assert_eq!(results.len(), n);
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(done(&results[id])["result"].as_u64(), Some(i as u64 + 1));
+    }
+    let s = q.stats();
+    assert_eq!((s.done, s.reserved, s.ready), (n as u64, 0, 0), "{s:?}");
+    for c in &consumers {
+        assert!(
+            c.log().contains("queue unreachable, retrying"),
+            "{}",
+            c.log()
+        );
+    }
+}
+
 /// SIGKILL `hearth work` on a queue file mid-batch and start it again:
 /// every job completes, once.
 #[test]
