@@ -578,3 +578,177 @@ fn unusable_options_are_refused_by_name() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
 }
+
+/// `hearth status`, `hearth reload` and `hearth stop` over the control
+/// socket of a `hearth work`: its jobs and its queue's counts; workers
+/// replaced after their current job, which is not lost; a graceful stop.
+#[test]
+fn status_reload_and_stop_over_the_control_socket() {
+    let engine = Engine::file();
+    let dir = app_dir();
+    let socket = dir.path().join("work.sock");
+    let socket_arg = socket.to_string_lossy().into_owned();
+    let mut q = Producer::open(&engine);
+    q.push(&json!({"call": "App\\Jobs\\pid"}), 1, "r");
+    let mut work = Work::start(
+        &engine,
+        dir.path(),
+        &[
+            "-j",
+            "2",
+            "--php-bootstrap",
+            "bootstrap.php",
+            "--control-socket",
+            &socket_arg,
+        ],
+    );
+    let before = done(&q.results("r", 1)[0])["result"].clone();
+    let slow = q.push(&json!({"call": "App\\Jobs\\nap", "args": [2]}), 1, "r");
+    eventually("the slow job to run", || q.stats().reserved == 1);
+    let status = ctl(&["status", "--control-socket", &socket_arg, "--json"]);
+    let status: Value = serde_json::from_str(&status).unwrap();
+    let w = &status["work"];
+    assert_eq!(w["queue"], engine.url());
+    assert_eq!(
+        (w["kind"].as_str(), w["slots"].as_u64()),
+        (Some("php"), Some(2))
+    );
+    assert_eq!(
+        (w["running"].as_u64(), w["done"].as_u64()),
+        (Some(1), Some(1)),
+        "{status}"
+    );
+    assert_eq!(w["queue_stats"]["reserved"], 1, "{status}");
+    assert_eq!(w["queue_stats"]["done"], 1, "{status}");
+    assert_eq!(status["pool"]["live"], 2, "{status}");
+    assert_eq!(status["stopping"], false);
+    let table = ctl(&["status", "--control-socket", &socket_arg]);
+    assert!(
+        table.contains(&format!("taking PHP jobs from {} as ", engine.url())),
+        "{table}"
+    );
+    assert!(
+        table.contains("jobs: 2 at once, 1 running; done 1, failed 0"),
+        "{table}"
+    );
+    assert!(
+        table.contains("queue: 0 ready, 0 delayed, 1 reserved, 0 dead"),
+        "{table}"
+    );
+    assert!(
+        table.contains("workers: 2 live (1 busy, 1 idle)"),
+        "{table}"
+    );
+
+    let reloaded = ctl(&["reload", "--control-socket", &socket_arg]);
+    assert!(
+        reloaded.starts_with("reloaded: every job worker runs "),
+        "{reloaded}"
+    );
+    // The job that ran through the reload finished, once.
+    let r = q.results("r", 1);
+    assert_eq!((r[0].id, r[0].attempt), (slow, 1));
+    assert_eq!(done(&r[0])["result"], "awake");
+    q.push(&json!({"call": "App\\Jobs\\pid"}), 1, "r");
+    let after = done(&q.results("r", 1)[0])["result"].clone();
+    assert_ne!(before, after, "the workers were replaced");
+
+    let stopped = ctl(&["stop", "--control-socket", &socket_arg]);
+    assert_eq!(stopped, "shutting down gracefully\nstopped\n");
+    assert_eq!(work.wait_exit(), Some(0), "{}", work.log());
+    assert!(!socket.exists(), "the control socket is removed at exit");
+}
+
+/// Without PHP workers there is nothing to reload, and `hearth reload`
+/// says so.
+#[test]
+fn a_shell_task_host_has_nothing_to_reload() {
+    let engine = Engine::file();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("work.sock");
+    let socket_arg = socket.to_string_lossy().into_owned();
+    let _work = Work::start(
+        &engine,
+        dir.path(),
+        &["-j", "1", "--control-socket", &socket_arg],
+    );
+    let said = ctl(&["reload", "--control-socket", &socket_arg]);
+    assert_eq!(said, "nothing to reload: each shell task starts afresh\n");
+    let status: Value =
+        serde_json::from_str(&ctl(&["status", "--control-socket", &socket_arg, "--json"])).unwrap();
+    assert_eq!(status["work"]["kind"], "shell");
+    assert!(status.get("pool").is_none(), "{status}");
+}
+
+/// `/metrics` on the admin listener: this process's jobs by outcome, a
+/// histogram of their run times, and its queue's counts; `/readyz` and
+/// `/healthz`.
+#[test]
+fn metrics_and_health_on_the_admin_listener() {
+    let engine = Engine::redis();
+    let dir = tempfile::tempdir().unwrap();
+    let mut q = Producer::open(&engine);
+    q.push(&json!({"cmd": "true"}), 1, "r");
+    q.push(&json!({"cmd": "true"}), 1, "r");
+    q.push(&json!({"cmd": "exit 2"}), 1, "r");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let admin = format!("127.0.0.1:{port}");
+    let _work = Work::start(&engine, dir.path(), &["-j", "2", "--admin", &admin]);
+    q.results("r", 3);
+    let get = |path: &str| {
+        use std::io::{Read as _, Write as _};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        text
+    };
+    let url = hearth_queue::QueueUrl::parse(&engine.url())
+        .unwrap()
+        .to_string();
+    let dead = format!("hearth_queue_jobs{{queue=\"{url}\",state=\"dead\"}} 1\n");
+    let mut metrics = String::new();
+    eventually("the queue's counts in /metrics", || {
+        metrics = get("/metrics");
+        metrics.contains(&dead)
+    });
+    for line in [
+        "hearth_work_jobs_total{outcome=\"done\"} 2\n",
+        "hearth_work_jobs_total{outcome=\"failed\"} 1\n",
+        "hearth_work_jobs_running 0\n",
+        "hearth_work_slots 2\n",
+        "hearth_work_job_duration_seconds_count{outcome=\"done\"} 2\n",
+        "hearth_work_job_duration_seconds_count{outcome=\"failed\"} 1\n",
+        &format!("hearth_queue_events_total{{queue=\"{url}\",event=\"pushed\"}} 3\n"),
+        &format!("hearth_queue_events_total{{queue=\"{url}\",event=\"died\"}} 1\n"),
+        &format!("hearth_queue_jobs{{queue=\"{url}\",state=\"ready\"}} 0\n"),
+        &format!("hearth_queue_oldest_ready_age_seconds{{queue=\"{url}\"}} 0.0\n"),
+    ] {
+        assert!(metrics.contains(line), "{line} in:\n{metrics}");
+    }
+    assert!(!metrics.contains("hearth_http_"), "{metrics}");
+    assert!(get("/readyz").contains("ready: 2 live workers"));
+    assert!(get("/healthz").ends_with("ok\n"));
+}
+
+/// `hearth ARGS` (a control socket client), which must succeed: its stdout.
+fn ctl(args: &[&str]) -> String {
+    let out = Command::new(HEARTH)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "hearth {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}

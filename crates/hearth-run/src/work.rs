@@ -29,6 +29,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt as _};
@@ -57,6 +59,99 @@ pub struct WorkConfig {
     pub extend_every: Duration,
     /// The longest one reserve waits for a job before the loop looks again.
     pub reserve_wait: Duration,
+    /// Where the loop counts what it does, for status and metrics.
+    pub counters: Arc<WorkCounters>,
+}
+
+/// What a loop has done so far, updated as it goes (read by `hearth
+/// status` and `/metrics` while it runs).
+#[derive(Debug, Default)]
+pub struct WorkCounters {
+    stopping: std::sync::atomic::AtomicBool,
+    running: AtomicU64,
+    done: AtomicU64,
+    failed: AtomicU64,
+    rejected: AtomicU64,
+    interrupted: AtomicU64,
+    unrecorded: AtomicU64,
+    observer: std::sync::OnceLock<Arc<dyn JobObserver>>,
+}
+
+/// Told of each job that ends (for a latency histogram).
+pub trait JobObserver: Send + Sync + std::fmt::Debug {
+    /// A job ended `how` after running for `ran` (zero for a payload
+    /// that was not a task).
+    fn ended(&self, how: JobEnd, ran: Duration);
+}
+
+/// How a job ended, from the loop's side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobEnd {
+    /// Acked with its result.
+    Done,
+    /// Its attempt failed.
+    Failed,
+    /// Its payload was not a task: dead at once.
+    Rejected,
+    /// Stopped by the shutdown: failed, to run again.
+    Interrupted,
+}
+
+impl JobEnd {
+    /// `done`, `failed`, `rejected`, `interrupted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobEnd::Done => "done",
+            JobEnd::Failed => "failed",
+            JobEnd::Rejected => "rejected",
+            JobEnd::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl WorkCounters {
+    /// Sets the observer told of each job's end (once; later calls are
+    /// ignored).
+    pub fn observe(&self, observer: Arc<dyn JobObserver>) {
+        let _ = self.observer.set(observer);
+    }
+
+    /// Whether the loop has been asked to stop (it takes no more jobs).
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
+    }
+
+    /// Jobs in hand now (running, or being acked).
+    pub fn running(&self) -> u64 {
+        self.running.load(Ordering::Relaxed)
+    }
+
+    /// The counts so far.
+    pub fn summary(&self) -> WorkSummary {
+        WorkSummary {
+            done: self.done.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            rejected: self.rejected.load(Ordering::Relaxed),
+            interrupted: self.interrupted.load(Ordering::Relaxed),
+            unrecorded: self.unrecorded.load(Ordering::Relaxed),
+        }
+    }
+
+    fn ended(&self, settled: &Settled) {
+        let counter = match settled.ended {
+            JobEnd::Done => &self.done,
+            JobEnd::Failed => &self.failed,
+            JobEnd::Rejected => &self.rejected,
+            JobEnd::Interrupted => &self.interrupted,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        if !settled.recorded {
+            self.unrecorded.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(observer) = self.observer.get() {
+            observer.ended(settled.ended, settled.ran);
+        }
+    }
 }
 
 /// What a loop did, for its last log line.
@@ -75,19 +170,11 @@ pub struct WorkSummary {
     pub unrecorded: u64,
 }
 
-/// How one job ended, from the loop's side.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ended {
-    Done,
-    Failed,
-    Rejected,
-    Interrupted,
-}
-
-/// One job's end and whether the queue recorded it.
+/// One job's end, whether the queue recorded it, and how long it ran.
 struct Settled {
-    ended: Ended,
+    ended: JobEnd,
     recorded: bool,
+    ran: Duration,
 }
 
 type Running<'a> = FuturesUnordered<Pin<Box<dyn Future<Output = Settled> + 'a>>>;
@@ -107,7 +194,7 @@ pub async fn work(
 ) -> WorkSummary {
     let jobs = config.jobs.max(1);
     let (abort_tx, abort) = watch::channel(false);
-    let mut summary = WorkSummary::default();
+    let counters = &config.counters;
     let mut running: Running<'_> = FuturesUnordered::new();
     let mut reserving: Option<Reserving<'_>> = None;
     let mut stopping = false;
@@ -135,6 +222,7 @@ pub async fn work(
                     Ok(taken) => {
                         backoff = Duration::from_millis(100);
                         for job in taken {
+                            counters.running.fetch_add(1, Ordering::Relaxed);
                             running.push(Box::pin(run_job(consumer, executor, config, job, abort.clone())));
                         }
                     }
@@ -146,15 +234,8 @@ pub async fn work(
                 }
             }
             Some(settled) = running.next(), if !running.is_empty() => {
-                match settled.ended {
-                    Ended::Done => summary.done += 1,
-                    Ended::Failed => summary.failed += 1,
-                    Ended::Rejected => summary.rejected += 1,
-                    Ended::Interrupted => summary.interrupted += 1,
-                }
-                if !settled.recorded {
-                    summary.unrecorded += 1;
-                }
+                counters.running.fetch_sub(1, Ordering::Relaxed);
+                counters.ended(&settled);
             }
             () = sleep_until(reserve_again), if reserve_again.is_some() => {
                 reserve_again = None;
@@ -163,6 +244,7 @@ pub async fn work(
                 None => stop_open = false,
                 Some(what) if !stopping => {
                     stopping = true;
+                    counters.stopping.store(true, Ordering::Relaxed);
                     reserve_again = None;
                     grace_ends = Instant::now().checked_add(config.grace_period);
                     tracing::info!(
@@ -185,7 +267,7 @@ pub async fn work(
             }
         }
     }
-    summary
+    counters.summary()
 }
 
 /// The jobs of the reserve in flight; never without one.
@@ -218,8 +300,9 @@ async fn run_job(
             tracing::warn!(job = %job.id, attempt = job.attempt, error = %why, "the job's payload is not a task: dead-lettered");
             let recorded = settle(consumer.reject(&job, &why).await, &job, "reject");
             return Settled {
-                ended: Ended::Rejected,
+                ended: JobEnd::Rejected,
                 recorded,
+                ran: Duration::ZERO,
             };
         }
     };
@@ -245,12 +328,13 @@ async fn run_job(
         tracing::warn!(job = %job.id, attempt = job.attempt, "job stopped by the shutdown; it will run again");
         let recorded = settle(consumer.fail(&job, why).await, &job, "fail");
         return Settled {
-            ended: Ended::Interrupted,
+            ended: JobEnd::Interrupted,
             recorded,
+            ran: outcome.duration,
         };
     }
     if !outcome.succeeded() {
-        return fail(consumer, &job, &failure_text(&outcome)).await;
+        return fail(consumer, &job, &failure_text(&outcome), outcome.duration).await;
     }
     let mut line = String::new();
     output::write_job_result(
@@ -271,7 +355,7 @@ async fn run_job(
                 line.len(),
                 config.max_result
             );
-            return fail(consumer, &job, &why).await;
+            return fail(consumer, &job, &why, outcome.duration).await;
         }
     }
     tracing::debug!(
@@ -282,8 +366,9 @@ async fn run_job(
     );
     let recorded = settle(consumer.ack(&job, line.as_bytes()).await, &job, "ack");
     Settled {
-        ended: Ended::Done,
+        ended: JobEnd::Done,
         recorded,
+        ran: outcome.duration,
     }
 }
 
@@ -295,7 +380,7 @@ fn parse(executor: &Executor, job: &Job) -> Result<Task, String> {
     Ok(task)
 }
 
-async fn fail(consumer: &Consumer, job: &Job, why: &str) -> Settled {
+async fn fail(consumer: &Consumer, job: &Job, why: &str, ran: Duration) -> Settled {
     let next = if job.attempt < job.max_attempts {
         "the queue retries it after its backoff"
     } else {
@@ -304,8 +389,9 @@ async fn fail(consumer: &Consumer, job: &Job, why: &str) -> Settled {
     tracing::warn!(job = %job.id, attempt = job.attempt, max_attempts = job.max_attempts, error = %why, "job failed; {next}");
     let recorded = settle(consumer.fail(job, why).await, job, "fail");
     Settled {
-        ended: Ended::Failed,
+        ended: JobEnd::Failed,
         recorded,
+        ran,
     }
 }
 

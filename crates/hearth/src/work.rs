@@ -1,5 +1,8 @@
 //! `hearth work`: its options wired to the consumer loop
-//! (`hearth_run::work`), the queue, the PHP job workers, and signals.
+//! (`hearth_run::work`), the queue, the PHP job workers, signals, and
+//! what it shows of itself (`observe`).
+
+mod observe;
 
 use anyhow::{anyhow, Context as _};
 use hearth_queue::Queue;
@@ -21,9 +24,12 @@ and \"attempt\"; one that fails is retried by the queue after its backoff,
 and dead-lettered after its last attempt; a payload that is not a task is
 dead-lettered at once.
 
-SIGTERM or SIGINT: take no more jobs, let running ones finish within
---grace-period (then stop them: they run again later), exit 0. Again: stop
-them now. SIGHUP: replace the PHP job workers after their current job.
+SIGTERM or SIGINT (or `hearth stop --control-socket PATH`): take no more
+jobs, let running ones finish within --grace-period (then stop them: they
+run again later), exit 0. Again: stop them now. SIGHUP (or `hearth reload
+--control-socket PATH`): replace the PHP job workers after their current
+job. `hearth status --control-socket PATH`: what it runs, its counts and
+its queue's.
 
 See docs/queues.md.";
 
@@ -46,7 +52,9 @@ pub fn run(options: WorkOptions) -> anyhow::Result<()> {
     let result = runtime.block_on(async {
         let (stop_tx, stop) = mpsc::unbounded_channel();
         let (reload_tx, mut reload) = mpsc::unbounded_channel();
-        listen_for_signals(stop_tx, reload_tx)?;
+        listen_for_signals(stop_tx.clone(), reload_tx)?;
+        // Removed from disk when dropped, at the end.
+        let control = observe::bind_control(options.control_socket.as_deref())?;
         let queue_config = options.queue_config();
         let queue = Queue::open_url(url.clone(), queue_config.clone())
             .await
@@ -68,6 +76,20 @@ pub fn run(options: WorkOptions) -> anyhow::Result<()> {
         };
         let executor = Executor::new(pool, options.exec_options());
         let config: WorkConfig = options.work_config(&queue_config);
+        let observed = observe::Observed::new(
+            queue.clone(),
+            consumer.name().to_owned(),
+            config.jobs,
+            config.counters.clone(),
+            executor.clone(),
+        );
+        observe::start(
+            &observed,
+            control.as_ref(),
+            options.admin.map(|a| a.0),
+            stop_tx,
+        )
+        .await?;
         tracing::info!(
             queue = %url,
             consumer = consumer.name(),
@@ -93,6 +115,7 @@ pub fn run(options: WorkOptions) -> anyhow::Result<()> {
             () = reloads => unreachable!("reloads never end"),
         };
         executor.shutdown().await;
+        drop(control);
         tracing::info!(
             done = summary.done,
             failed = summary.failed,

@@ -472,7 +472,7 @@ fn work_refuses_what_cannot_work_naming_where_it_came_from() {
         (&["-q", "file:x.db", "-j", "0"][..], None, "--jobs: must be at least 1"),
         (&["-q", "file:x.db", "--ttl", "1h"][..], None, "--ttl: needs --php-bootstrap"),
         (&["-q", "file:x.db", "--php", "php8.2"][..], None, "--php: needs --php-bootstrap"),
-        (&["-q", "file:x.db"][..], Some("[work]\nretries = 3\n"), "/etc/app/hearth.toml: [work] retries: unknown key, expected one of `queue`, `jobs`, `timeout`, `kill_after`, `max_output`, `grace_period`, `visibility_timeout`, `php_bootstrap`, `php`, `ini`, `boot_timeout`, `max_jobs`, `max_memory`, `ttl` (line 2)"),
+        (&["-q", "file:x.db"][..], Some("[work]\nretries = 3\n"), "/etc/app/hearth.toml: [work] retries: unknown key, expected one of `queue`, `jobs`, `timeout`, `kill_after`, `max_output`, `grace_period`, `visibility_timeout`, `php_bootstrap`, `php`, `ini`, `boot_timeout`, `max_jobs`, `max_memory`, `ttl`, `control_socket`, `admin` (line 2)"),
     ] {
         assert_eq!(refused(work(args, file)), expected, "{args:?} {file:?}");
     }

@@ -14,7 +14,7 @@ use hearth_queue::{QueueConfig, QueueUrl};
 use serde::{Deserialize, Serialize};
 
 use super::run::{check_job_workers, job_workers};
-use super::values::{self, Seconds, Size};
+use super::values::{self, Address, Seconds, Size};
 use super::{Fault, Origins, RunOptions, Section};
 
 /// Everything `hearth work` can be told. A field's doc comment is its
@@ -94,6 +94,15 @@ pub struct WorkOptions {
     /// --php-bootstrap) [default: never]
     #[arg(long, value_name = "DURATION")]
     pub ttl: Option<Seconds>,
+
+    /// Answer hearth status, reload and stop (given the same --control-socket) on
+    /// this unix socket, mode 0600 [default: none]
+    #[arg(long, value_name = "PATH")]
+    pub control_socket: Option<PathBuf>,
+
+    /// Serve /metrics, /healthz and /readyz on this address [default: off]
+    #[arg(long, value_name = "IP:PORT")]
+    pub admin: Option<Address>,
 }
 
 impl Default for WorkOptions {
@@ -119,6 +128,8 @@ impl Default for WorkOptions {
             max_jobs: 0,
             max_memory: Size(0),
             ttl: None,
+            control_socket: None,
+            admin: None,
         }
     }
 }
@@ -134,7 +145,10 @@ impl Section for WorkOptions {
     }
 
     fn file_paths(&mut self) -> Vec<(&'static str, &mut Option<PathBuf>)> {
-        vec![("php_bootstrap", &mut self.php_bootstrap)]
+        vec![
+            ("php_bootstrap", &mut self.php_bootstrap),
+            ("control_socket", &mut self.control_socket),
+        ]
     }
 
     fn paths_from_file(&mut self, dir: &Path) {
@@ -224,6 +238,7 @@ impl WorkOptions {
             grace_period: self.grace_period.0,
             extend_every: queue.visibility_timeout / 3,
             reserve_wait: Duration::from_secs(1),
+            counters: std::sync::Arc::default(),
         }
     }
 
