@@ -179,6 +179,58 @@ fn php_jobs_run_with_results_through_a_file() {
     php_jobs_run_with_results(Engine::file());
 }
 
+/// A result must fit in the queue (1 MiB): output that does not is left
+/// out (the result says how much there was); a PHP return value that
+/// does not fails the job, saying so.
+#[test]
+fn a_result_too_large_for_the_queue_is_cut_or_failed() {
+    let engine = Engine::file();
+    let dir = tempfile::tempdir().unwrap();
+    let mut q = Producer::open(&engine);
+    // 256K of NUL bytes (kept by --max-output) is 1.5M as JSON (\u0000).
+    let zeros = q.push(
+        &json!({"cmd": "head -c 300000 /dev/zero; echo err >&2"}),
+        1,
+        "r",
+    );
+    let _work = Work::start(&engine, dir.path(), &["-j", "1"]);
+    let r = q.results("r", 1);
+    assert_eq!(r[0].id, zeros);
+    let line = done(&r[0]);
+    assert_eq!(
+        (line["stdout"].as_str(), line["stdout_truncated"].as_bool()),
+        (Some(""), Some(true))
+    );
+    assert_eq!(line["stdout_bytes"], 300_000);
+    assert_eq!(
+        (line["stderr"].as_str(), line["stderr_truncated"].as_bool()),
+        (Some(""), Some(true))
+    );
+    assert_eq!(line["stderr_bytes"], 4);
+    drop(_work);
+
+    let dir = app_dir();
+    let big = q.push(
+        &json!({"call": "App\\Jobs\\huge", "args": [2_000_000]}),
+        1,
+        "r",
+    );
+    let _work = Work::start(
+        &engine,
+        dir.path(),
+        &["-j", "1", "--php-bootstrap", "bootstrap.php"],
+    );
+    let r = q.results("r", 1);
+    assert_eq!(r[0].id, big);
+    let (reason, error) = dead(&r[0]);
+    assert_eq!(reason, DeadReason::Failed);
+    assert!(error.starts_with("its result of 2000"), "{error}");
+    assert!(
+        error.ends_with("bytes is over the queue's limit of 1048576 bytes"),
+        "{error}"
+    );
+}
+
 /// A job that always throws is failed at each attempt with its error,
 /// retried by the queue, and dead after its last attempt, its error kept.
 #[test]

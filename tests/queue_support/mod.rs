@@ -307,6 +307,7 @@ function greet(string $name): string { echo "greeting {$name}\n"; return "Hello,
 function fail(string $why): void { throw new \DomainException($why, 42); }
 function pid(): int { return getmypid(); }
 function nap(float $s): string { usleep((int) ($s * 1e6)); return 'awake'; }
+function huge(int $n): string { return str_repeat('y', $n); }
 "#;
 
 /// A directory with the bootstrap above.
