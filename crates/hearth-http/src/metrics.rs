@@ -135,6 +135,32 @@ impl Metrics {
         }
     }
 
+    /// Metrics for a command that serves no HTTP (`hearth work`): the
+    /// pool's, when it has one, and what `collector` reads at each
+    /// scrape. The HTTP families are left out.
+    pub fn without_http(
+        pool: Option<Arc<dyn PoolReport>>,
+        collector: Box<dyn Collector>,
+    ) -> Metrics {
+        let mut registry = Registry::default();
+        if let Some(pool) = pool {
+            registry.register_collector(Box::new(PoolCollector {
+                pool,
+                access_log: None,
+            }));
+        }
+        registry.register_collector(collector);
+        Metrics {
+            registry,
+            requests: Family::default(),
+            durations: Family::new_with_constructor(
+                (|| Histogram::new(BUCKETS)) as fn() -> Histogram,
+            ),
+            in_flight: Gauge::default(),
+            send_timeouts: Counter::default(),
+        }
+    }
+
     pub(crate) fn begin(&self) {
         self.in_flight.inc();
     }

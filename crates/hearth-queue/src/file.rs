@@ -258,13 +258,21 @@ impl FileConsumer {
     }
 
     pub async fn fail(&self, job: &Job, error: &str) -> Result<Receipt> {
+        self.end_attempt(job, error, store::Give::Retry).await
+    }
+
+    pub async fn reject(&self, job: &Job, error: &str) -> Result<Receipt> {
+        self.end_attempt(job, error, store::Give::Up).await
+    }
+
+    async fn end_attempt(&self, job: &Job, error: &str, give: store::Give) -> Result<Receipt> {
         let job = Arc::new(job.clone());
         let error = Arc::new(error.to_string());
         let name = self.name.clone();
         let r = self
             .queue
             .with("fail", move |c, cfg| {
-                store::fail(c, cfg, &name, &job, &error)
+                store::fail(c, cfg, &name, &job, &error, give)
             })
             .await?;
         self.queue.pushed.notify_waiters();

@@ -122,6 +122,11 @@ pub enum DeadReason {
     /// The stored entry could not be read as a job (the error says what
     /// is wrong with it).
     Malformed,
+    /// Its consumer refused it with [`Consumer::reject`](crate::Consumer::reject):
+    /// a job that can never succeed (a payload the consumer cannot read as
+    /// work), dead at once whatever attempts it had left; the error says
+    /// why.
+    Rejected,
 }
 
 impl DeadReason {
@@ -131,6 +136,7 @@ impl DeadReason {
             DeadReason::Failed => "failed",
             DeadReason::Lost => "lost",
             DeadReason::Malformed => "malformed",
+            DeadReason::Rejected => "rejected",
         }
     }
 
@@ -140,6 +146,7 @@ impl DeadReason {
         match word {
             "failed" => DeadReason::Failed,
             "lost" => DeadReason::Lost,
+            "rejected" => DeadReason::Rejected,
             _ => DeadReason::Malformed,
         }
     }

@@ -51,6 +51,9 @@
 //!   was lost on its last attempt goes there as [`DeadReason::Lost`]. A
 //!   stored entry that cannot be read as a job goes there as
 //!   [`DeadReason::Malformed`] with what is wrong; the consumer goes on.
+//!   A consumer that finds a job can never succeed (its payload is not
+//!   work it can run) ends it at once with [`Consumer::reject`], as
+//!   [`DeadReason::Rejected`] with its reason.
 //!   [`Queue::retry_dead`] puts dead jobs back with their attempts reset.
 //! - **Delays.** A delayed job (or one waiting for its backoff) becomes
 //!   deliverable at its time. A consumer that is waiting takes it within a
@@ -371,6 +374,19 @@ impl Consumer {
         match &self.inner {
             ConsumerInner::Redis(r) => r.fail(job, error).await,
             ConsumerInner::File(f) => f.fail(job, error).await,
+        }
+    }
+
+    /// Ends the job at once in the dead-letter store with
+    /// [`DeadReason::Rejected`] and `error`, whatever attempts it has left:
+    /// for a job that can never succeed, such as a payload this consumer
+    /// cannot read as work. Counted as a failed attempt; its outcome is
+    /// recorded to its reply-to channel, and [`Queue::retry_dead`] can put
+    /// it back. [`Receipt::Stale`] when this consumer no longer holds it.
+    pub async fn reject(&self, job: &Job, error: &str) -> Result<Receipt> {
+        match &self.inner {
+            ConsumerInner::Redis(r) => r.reject(job, error).await,
+            ConsumerInner::File(f) => f.reject(job, error).await,
         }
     }
 

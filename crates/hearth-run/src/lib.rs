@@ -6,16 +6,21 @@
 //! finished task becomes one JSON result line ([`output`]) and, if asked,
 //! one line of a GNU-parallel-style job log ([`joblog`]). [`runner`] ties
 //! them together: concurrency, retries, halting, ordering, signals.
+//! [`executor`] is the one way a task runs, shared with [`work`], the loop
+//! of `hearth work`, which takes its tasks from a queue.
 
 pub mod duration;
 pub mod exec;
+pub mod executor;
 pub mod joblog;
 pub mod jobs;
 pub mod output;
 pub mod runner;
 pub mod task;
+pub mod work;
 
 pub use duration::parse_duration;
+pub use executor::{start_pool, Executor, Started};
 pub use runner::{
     prepare, run, Halt, HaltMode, Input, InputFormat, Prepared, Resume, RunConfig, Summary,
     ERROR_STATUS,

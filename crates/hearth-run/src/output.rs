@@ -147,6 +147,24 @@ pub fn write_result(
     out.push_str("}\n");
 }
 
+/// Appends the result of a job taken from a queue (`hearth work`): the
+/// line [`write_result`] writes, with the job's id in the queue as `seq`
+/// and its attempt as `attempts`, and also as `job` and `attempt`;
+/// without a newline.
+pub fn write_job_result(
+    out: &mut String,
+    id: &str,
+    job: u64,
+    attempt: u32,
+    outcome: &Outcome,
+    max_output: usize,
+) {
+    write_result(out, id, job, outcome, attempt, max_output);
+    // write_result ends the object with "}\n".
+    out.truncate(out.len() - 2);
+    let _ = write!(out, ",\"job\":{job},\"attempt\":{attempt}}}");
+}
+
 /// Appends the result line of a task skipped by `--resume`: the job log's
 /// verdict, no output.
 pub fn write_skipped(out: &mut String, id: &str, seq: u64, status: i32, signal: i32) {
@@ -316,6 +334,26 @@ mod tests {
             ..Outcome::default()
         };
         assert_eq!(line(&o, 10)["result"][1]["a"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn a_job_result_names_the_job_and_its_attempt() {
+        let o = Outcome {
+            status: Some(0),
+            stdout: captured(b"hi\n"),
+            stderr: Some(captured(b"")),
+            ..Outcome::default()
+        };
+        let mut s = String::new();
+        write_job_result(&mut s, "17", 17, 2, &o, 100);
+        assert!(!s.ends_with('\n'));
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v["id"], 17);
+        assert_eq!(v["seq"], 17);
+        assert_eq!(v["job"], 17);
+        assert_eq!(v["attempt"], 2);
+        assert_eq!(v["attempts"], 2);
+        assert_eq!(v["stdout"], "hi\n");
     }
 
     #[test]

@@ -21,9 +21,9 @@ use hearth_pool::{Pool, PoolConfig};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::{mpsc, watch};
 
-use crate::exec::{self, ExecOptions};
+use crate::exec::ExecOptions;
+use crate::executor::{start_pool, Executor};
 use crate::joblog::{self, JobLog, Logged};
-use crate::jobs;
 use crate::output::{self, Outcome};
 use crate::task::{Parser, Task};
 
@@ -288,7 +288,13 @@ pub async fn prepare(config: RunConfig, input: Input) -> Result<Prepared, String
         hup: signal(tokio::signal::unix::SignalKind::hangup())?,
     };
     let pool = match &config.php {
-        Some(pool_config) => Some(start_pool(pool_config.clone()).await?),
+        Some(pool_config) => {
+            let started = start_pool(pool_config.clone()).await?;
+            if let Some(partial) = started.partial {
+                say!("hearth run: {partial}");
+            }
+            Some(started.pool)
+        }
         None => None,
     };
     Ok(Prepared {
@@ -341,6 +347,7 @@ impl Prepared {
             max_output: config.max_output,
         };
         let (abort_tx, abort) = watch::channel(false);
+        let executor = Executor::new(pool, options);
 
         let mut summary = Summary::default();
         let mut emitter = Emitter {
@@ -359,12 +366,9 @@ impl Prepared {
 
         let start = |task: Task, order: u64, attempts: u32, running: &mut Running| {
             let abort = abort.clone();
-            let pool = pool.clone();
+            let executor = executor.clone();
             running.push(Box::pin(async move {
-                let outcome = match &pool {
-                    Some(pool) => jobs::run(pool, &task, &options, abort).await,
-                    None => exec::run(&task, &options, abort).await,
-                };
+                let outcome = executor.run(&task, abort).await;
                 Finished {
                     task,
                     order,
@@ -472,9 +476,7 @@ impl Prepared {
         progress.finish_and_clear();
         drop(emitter);
         let _ = writer_thread.join();
-        if let Some(pool) = pool {
-            pool.shutdown().await;
-        }
+        executor.shutdown().await;
         summary.elapsed = clock.elapsed();
         Ok(summary)
     }
@@ -516,35 +518,6 @@ fn on_signal(
         progress.suspend(|| say!("hearth run: {name}: stopping {running} running task(s)"));
         let _ = abort.send(true);
     }
-}
-
-/// Starts the PHP workers and waits until each has booted or failed to.
-/// A failure is reported here, once, with the worker's output: the caller
-/// may hold back the pool's own report of each worker's failure while this
-/// runs (`hearth run` does), since it would repeat the same error and
-/// trace once per worker.
-async fn start_pool(config: PoolConfig) -> Result<Pool, String> {
-    let boot_timeout = config.boot_timeout;
-    let pool = Pool::start(config)
-        .await
-        .map_err(|e| format!("cannot start PHP workers: {e}"))?;
-    if !pool.wait_ready(boot_timeout + Duration::from_secs(1)).await {
-        let status = pool.status();
-        let why = pool
-            .boot_error()
-            .map(|e| format!(": {e}"))
-            .unwrap_or_default();
-        if status.live == 0 {
-            pool.kill_all();
-            return Err(format!("the PHP workers failed to boot{why}"));
-        }
-        say!(
-            "hearth run: {} of {} PHP workers failed to boot (booted again while jobs run on the others){why}",
-            status.workers - status.live,
-            status.workers
-        );
-    }
-    Ok(pool)
 }
 
 fn progress_bar(wanted: bool) -> ProgressBar {

@@ -78,7 +78,7 @@ impl Classic {
         json!({
             "version": env!("CARGO_PKG_VERSION"),
             "pid": std::process::id(),
-            "listen": state.listen.to_string(),
+            "listen": state.listen.as_ref().map(ToString::to_string),
             "mode": "classic",
             "script": format!("classic mode: {} (php-fpm)", self.site.real_root().display()),
             "root": self.site.real_root(),

@@ -1,5 +1,6 @@
-//! The control socket of `hearth serve`: a unix socket (mode 0600) that
-//! `hearth status`, `hearth reload` and `hearth stop` talk to.
+//! The control socket of `hearth serve` (and of `hearth work`, with
+//! `--control-socket`): a unix socket (mode 0600) that `hearth status`,
+//! `hearth reload` and `hearth stop` talk to.
 //!
 //! The protocol is line-delimited JSON: the client sends one request
 //! line, `{"command":"status"}` (or `"reload"`, `"stop"`), and the server
@@ -242,14 +243,28 @@ pub enum Engine {
     /// A mixed site: the worker pool (the front controller) and the
     /// php-fpm pool (the other scripts).
     Mixed(Pool, Arc<crate::classic::Classic>),
+    /// Something that reports and reloads itself: `hearth work`.
+    Other(Arc<dyn Controlled>),
+}
+
+/// A boxed future, for [`Controlled`]'s methods.
+pub type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// What the control socket of a command other than `hearth serve` reports
+/// and reloads.
+pub trait Controlled: Send + Sync + std::fmt::Debug {
+    /// The status report.
+    fn status<'a>(&'a self, state: &'a ControlState) -> Boxed<'a, Value>;
+    /// Reloads; the message for the client, or the error.
+    fn reload(&self) -> Boxed<'_, Result<String, String>>;
 }
 
 /// What the control socket reports on and acts upon.
 #[derive(Debug)]
 pub struct ControlState {
     pub engine: Engine,
-    /// The address the server listens on.
-    pub listen: hearth_http::ListenAddr,
+    /// The address the server listens on (none for `hearth work`).
+    pub listen: Option<hearth_http::ListenAddr>,
     pub started: Instant,
     /// Notified by `stop`: the same graceful shutdown as SIGTERM.
     pub stop: Arc<Notify>,
@@ -338,6 +353,14 @@ async fn connection(stream: UnixStream, state: Arc<ControlState>) {
                 }
             }
         }
+        (Some("status"), Engine::Other(other)) => (
+            json!({"ok": true, "status": other.status(&state).await}),
+            false,
+        ),
+        (Some("reload"), Engine::Other(other)) => match other.reload().await {
+            Ok(message) => (json!({"ok": true, "message": message}), false),
+            Err(e) => (json!({"ok": false, "error": e}), false),
+        },
         (Some("stop"), _) => {
             state.stop.notify_one();
             (
@@ -410,7 +433,7 @@ pub fn status(state: &ControlState, pool: &Pool) -> Value {
     json!({
         "version": env!("CARGO_PKG_VERSION"),
         "pid": std::process::id(),
-        "listen": state.listen.to_string(),
+        "listen": state.listen.as_ref().map(ToString::to_string),
         "script": pool.paths().script,
         "uptime": state.started.elapsed().as_secs_f64(),
         "stopping": state.stopping.load(Ordering::Acquire) || pool.is_stopping(),

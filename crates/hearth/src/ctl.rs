@@ -134,7 +134,9 @@ fn memory(bytes: &Value) -> String {
 /// The status as a table for people.
 fn table(status: &Value) -> String {
     use std::fmt::Write as _;
-    let pool = &status["pool"];
+    if status["work"].is_object() {
+        return work_table(status);
+    }
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -152,6 +154,85 @@ fn table(status: &Value) -> String {
     if let Some(script) = status["script"].as_str() {
         let _ = writeln!(out, "script: {script}");
     }
+    out.push_str(&pool_lines(status));
+    // A mixed site: php-fpm's children, which run the other scripts.
+    let classic = &status["classic"];
+    if classic.is_object() {
+        let fpm = &classic["pool"];
+        let _ = writeln!(
+            out,
+            "\nclassic scripts (php-fpm): {} live ({} busy, {} idle), min {}, max {}",
+            fpm["live"], fpm["busy"], fpm["idle"], fpm["min_workers"], fpm["max_workers"],
+        );
+        out.push_str(&workers_table(&classic["workers"]));
+    }
+    out
+}
+
+/// The status of a `hearth work`: its jobs, its queue's counts, and its
+/// PHP job workers if it has any.
+fn work_table(status: &Value) -> String {
+    use std::fmt::Write as _;
+    let work = &status["work"];
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "hearth {} (pid {}) taking {} from {} as {}, up {}{}",
+        status["version"].as_str().unwrap_or("?"),
+        status["pid"],
+        if work["kind"] == "php" {
+            "PHP jobs"
+        } else {
+            "shell tasks"
+        },
+        work["queue"].as_str().unwrap_or("?"),
+        work["consumer"].as_str().unwrap_or("?"),
+        duration(status["uptime"].as_f64().unwrap_or(0.0)),
+        if status["stopping"] == Value::Bool(true) {
+            ", stopping"
+        } else {
+            ""
+        },
+    );
+    let _ = writeln!(
+        out,
+        "jobs: {} at once, {} running; done {}, failed {}, rejected {}, interrupted {}",
+        work["slots"],
+        work["running"],
+        work["done"],
+        work["failed"],
+        work["rejected"],
+        work["interrupted"],
+    );
+    let q = &work["queue_stats"];
+    match q["error"].as_str() {
+        Some(e) => {
+            let _ = writeln!(out, "queue: cannot read its counts: {e}");
+        }
+        None => {
+            let oldest = q["oldest_ready_age_ms"]
+                .as_f64()
+                .map(|ms| format!(" (the oldest waiting {})", duration(ms / 1000.0)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "queue: {} ready{oldest}, {} delayed, {} reserved, {} dead; since it was created: {} pushed, {} done, {} failed, {} retried, {} died",
+                q["ready"], q["delayed"], q["reserved"], q["dead"], q["pushed"], q["done"],
+                q["failed"], q["retried"], q["died"],
+            );
+        }
+    }
+    if status["pool"].is_object() {
+        out.push_str(&pool_lines(status));
+    }
+    out
+}
+
+/// The pool's line, and its workers.
+fn pool_lines(status: &Value) -> String {
+    use std::fmt::Write as _;
+    let pool = &status["pool"];
+    let mut out = String::new();
     let reasons: Vec<String> = pool["restarts_by_reason"]
         .as_object()
         .map(|m| {
@@ -182,17 +263,6 @@ fn table(status: &Value) -> String {
         let _ = writeln!(out, "failing to boot: {}", pool["failing"]);
     }
     out.push_str(&workers_table(&status["workers"]));
-    // A mixed site: php-fpm's children, which run the other scripts.
-    let classic = &status["classic"];
-    if classic.is_object() {
-        let fpm = &classic["pool"];
-        let _ = writeln!(
-            out,
-            "\nclassic scripts (php-fpm): {} live ({} busy, {} idle), min {}, max {}",
-            fpm["live"], fpm["busy"], fpm["idle"], fpm["min_workers"], fpm["max_workers"],
-        );
-        out.push_str(&workers_table(&classic["workers"]));
-    }
     out
 }
 

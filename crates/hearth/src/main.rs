@@ -19,9 +19,11 @@ mod listen;
 mod man;
 mod observe;
 mod options;
+mod queue;
 mod run;
 mod serve;
 mod systemd;
+mod work;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,7 +39,7 @@ use clap::{Parser, Subcommand};
 )]
 struct Cli {
     /// Log level: error, warn, info, debug or trace (or RUST_LOG syntax)
-    /// [default: info for serve, warn for run]
+    /// [default: info for serve and work, warn for run]
     #[arg(long, global = true, env = "HEARTH_LOG", value_name = "LEVEL")]
     log_level: Option<String>,
 
@@ -52,6 +54,12 @@ enum Command {
     /// Run tasks in parallel: shell commands, or PHP jobs in warm PHP workers.
     #[command(after_help = run::AFTER_HELP)]
     Run(options::CommandLine<options::RunOptions>),
+    /// Take jobs from a queue and run them: shell tasks, or PHP jobs in warm PHP workers.
+    #[command(after_help = work::AFTER_HELP)]
+    Work(options::CommandLine<options::WorkOptions>),
+    /// Look into a queue and act on it: stats, peek, retry, purge, push.
+    #[command(after_help = queue::AFTER_HELP)]
+    Queue(queue::QueueArgs),
     /// Print the directory of the PHP library built into this binary.
     PhpLib,
     /// Show a running server's workers and pool totals (over its control socket).
@@ -94,6 +102,8 @@ fn main() -> ExitCode {
             };
         }
         Command::Serve(given) => given.load().map_err(Into::into).and_then(serve::run),
+        Command::Work(given) => given.load().map_err(Into::into).and_then(work::run),
+        Command::Queue(args) => queue::run(args),
         Command::Status(args) => ctl::status(args),
         Command::Reload(target) => ctl::reload(target),
         Command::Stop(target) => ctl::stop(target),

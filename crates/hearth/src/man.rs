@@ -75,6 +75,8 @@ fn there_is_a_page_for_each_subcommand() {
         "hearth.1",
         "hearth-serve.1",
         "hearth-run.1",
+        "hearth-work.1",
+        "hearth-queue.1",
         "hearth-status.1",
         "hearth-reload.1",
         "hearth-stop.1",

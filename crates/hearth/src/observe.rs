@@ -81,10 +81,11 @@ pub async fn start(
     let pool: Arc<dyn PoolReport> = match &engine {
         Engine::Workers(pool) | Engine::Mixed(pool, _) => Arc::new(pool.clone()),
         Engine::Classic(classic) => classic.clone(),
+        Engine::Other(_) => anyhow::bail!("hearth serve runs workers or php-fpm"),
     };
     control.serve(ControlState {
         engine,
-        listen,
+        listen: Some(listen),
         started: Instant::now(),
         stop: stop.clone(),
         stopping: stopping.clone(),

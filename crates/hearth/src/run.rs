@@ -39,7 +39,8 @@ pub fn run(options: RunOptions) -> anyhow::Result<u8> {
     let mut scratch = None;
     let php = match &options.php_bootstrap {
         Some(bootstrap) => {
-            let (config, dir) = job_pool(&options, bootstrap)?;
+            let (config, dir) =
+                job_pool("run", bootstrap, |script| options.job_pool_config(script))?;
             scratch = Some(dir);
             Some(config)
         }
@@ -96,10 +97,10 @@ pub fn run(options: RunOptions) -> anyhow::Result<u8> {
 static STARTING_WORKERS: AtomicBool = AtomicBool::new(false);
 
 /// Holds back the pool's boot failure reports while it lives.
-struct StartingWorkers;
+pub(crate) struct StartingWorkers;
 
 impl StartingWorkers {
-    fn begin() -> StartingWorkers {
+    pub(crate) fn begin() -> StartingWorkers {
         STARTING_WORKERS.store(true, Ordering::Release);
         StartingWorkers
     }
@@ -111,8 +112,8 @@ impl Drop for StartingWorkers {
     }
 }
 
-/// Whether a log event is shown: all are but, while `hearth run` starts its
-/// PHP workers, the errors of the pool and of the workers' output (a boot
+/// Whether a log event is shown: all are but, while `hearth run` or
+/// `hearth work` starts its PHP workers, the errors of the pool and of the workers' output (a boot
 /// failure, which `hearth run` reports itself).
 pub(crate) fn shown(meta: &tracing::Metadata<'_>) -> bool {
     let held = STARTING_WORKERS.load(Ordering::Acquire)
@@ -122,13 +123,15 @@ pub(crate) fn shown(meta: &tracing::Metadata<'_>) -> bool {
     !held
 }
 
-/// The pool of job workers: each runs a small generated script that loads
-/// the PHP library built into this binary, then the app's bootstrap file
-/// (in the global scope, as the app's own entry script would), then serves
-/// jobs.
-fn job_pool(
-    options: &RunOptions,
+/// The pool of job workers of `hearth COMMAND` (`run`, `work`): each runs
+/// a small generated script that loads the PHP library built into this
+/// binary, then the app's bootstrap file (in the global scope, as the
+/// app's own entry script would), then serves jobs. `config` makes the
+/// pool's settings for that script.
+pub(crate) fn job_pool(
+    command: &str,
     bootstrap: &std::path::Path,
+    config: impl FnOnce(&std::path::Path) -> PoolConfig,
 ) -> anyhow::Result<(PoolConfig, tempfile::TempDir)> {
     let bootstrap = std::fs::canonicalize(bootstrap)
         .with_context(|| format!("the PHP bootstrap {}", bootstrap.display()))?;
@@ -138,7 +141,7 @@ fn job_pool(
     let lib = assets::extract()?.join("php");
     use std::os::unix::fs::PermissionsExt as _;
     let dir = tempfile::Builder::new()
-        .prefix("hearth-run-")
+        .prefix(&format!("hearth-{command}-"))
         .permissions(std::fs::Permissions::from_mode(0o700))
         .tempdir()
         .context("cannot create a directory for the job worker script")?;
@@ -146,7 +149,7 @@ fn job_pool(
     std::fs::write(
         &script,
         format!(
-            "<?php\n// Written by `hearth run`: a job worker for {}.\n\
+            "<?php\n// Written by `hearth {command}`: a job worker for {}.\n\
              require {};\nrequire {};\n\\Hearth\\Internal\\JobRuntime::main();\n",
             bootstrap.display(),
             php_string(&lib.join("autoload.php").to_string_lossy()),
@@ -154,8 +157,8 @@ fn job_pool(
         ),
     )
     .context("cannot write the job worker script")?;
-    let mut pool = options.job_pool_config(&script);
-    // Jobs see the directory `hearth run` was started in, as a script run
+    let mut pool = config(&script);
+    // Jobs see the directory `hearth COMMAND` was started in, as a script run
     // from there would.
     pool.cwd = Some(std::env::current_dir().context("the current directory")?);
     pool.entry_point = "the job loop".to_owned();

@@ -296,12 +296,23 @@ pub(crate) fn ack(
     Ok(Receipt::Applied)
 }
 
+/// What a failed attempt leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Give {
+    /// Another attempt after the backoff, or the dead-letter store after
+    /// the last.
+    Retry,
+    /// The dead-letter store now, as rejected.
+    Up,
+}
+
 pub(crate) fn fail(
     conn: &Connection,
     cfg: &QueueConfig,
     consumer: &str,
     job: &Job,
     error: &str,
+    give: Give,
 ) -> SqlResult<Receipt> {
     let error = truncate(error, cfg.max_error);
     let tx = begin(conn)?;
@@ -316,7 +327,16 @@ pub(crate) fn fail(
         return Ok(Receipt::Stale);
     }
     bump(&tx, "failed", 1)?;
-    if job.attempt < job.max_attempts {
+    if give == Give::Up {
+        kill(
+            &tx,
+            cfg,
+            job.id.0 as i64,
+            Some(job),
+            DeadReason::Rejected,
+            &error,
+        )?;
+    } else if job.attempt < job.max_attempts {
         let due = now_ms().saturating_add(duration_ms(job.backoff.delay(job.attempt)));
         tx.execute(
             "UPDATE jobs SET state = 0, consumer = NULL, touched_at = NULL, last_error = ?, \

@@ -263,6 +263,11 @@ impl RedisConsumer {
         self.settle(&job.entry, Some(job), mode, error, true).await
     }
 
+    pub async fn reject(&self, job: &Job, error: &str) -> Result<Receipt> {
+        let mode = Mode::Dead(DeadReason::Rejected);
+        self.settle(&job.entry, Some(job), mode, error, true).await
+    }
+
     pub async fn extend(&self, job: &Job) -> Result<Receipt> {
         let q = &*self.queue;
         let mut inv = q.scripts.extend.prepare_invoke();

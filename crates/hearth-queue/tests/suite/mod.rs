@@ -250,6 +250,51 @@ pub async fn fail_retries_after_backoff_then_dead(env: Env) {
         .is_empty());
 }
 
+/// A job its consumer rejects goes dead at once with its reason, whatever
+/// attempts it had left, and `retry_dead` brings it back with them.
+pub async fn reject_ends_a_job_at_once(env: Env) {
+    let q = env.open(config()).await;
+    let id = q
+        .push(job("not work").attempts(5).reply_to("rj"))
+        .await
+        .expect("push");
+    let c = q.consumer().expect("consumer");
+    let j = reserve_one(&c).await;
+    assert_eq!(
+        c.reject(&j, "invalid task: expected a JSON object")
+            .await
+            .expect("reject"),
+        Receipt::Applied
+    );
+    assert_eq!(
+        c.reject(&j, "again").await.expect("reject twice"),
+        Receipt::Stale
+    );
+    let dead = q.peek(Part::Dead, 10).await.expect("peek");
+    assert_eq!(dead.len(), 1);
+    assert_eq!((dead[0].id, dead[0].max_attempts), (id, 5));
+    assert_eq!(dead[0].dead_reason, Some(DeadReason::Rejected));
+    assert_eq!(
+        dead[0].last_error.as_deref(),
+        Some("invalid task: expected a JSON object")
+    );
+    let results = read_results(&q, "rj", 1).await;
+    assert_eq!((results[0].id, results[0].attempt), (id, 1));
+    assert_eq!(
+        results[0].outcome,
+        Outcome::Dead {
+            reason: DeadReason::Rejected,
+            error: "invalid task: expected a JSON object".into()
+        }
+    );
+    let s = q.stats().await.expect("stats");
+    assert_eq!((s.dead, s.failed, s.retried, s.died), (1, 1, 0, 1));
+    assert!(q.retry_dead(id).await.expect("retry"));
+    let again = reserve_one(&c).await;
+    assert_eq!((again.id, again.attempt), (id, 1));
+    c.ack(&again, b"ok").await.expect("ack");
+}
+
 pub async fn retry_from_dead(env: Env) {
     let q = env.open(config()).await;
     let a = q.push(job("a").attempts(1)).await.expect("push");
@@ -583,6 +628,10 @@ macro_rules! suite_tests {
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn fail_retries_after_backoff_then_dead() {
             suite::fail_retries_after_backoff_then_dead($env).await
+        }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn reject_ends_a_job_at_once() {
+            suite::reject_ends_a_job_at_once($env).await
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn retry_from_dead() {

@@ -13,7 +13,7 @@ use clap::{Arg, Args as _, CommandFactory as _};
 use serde_json::Value;
 
 use super::values::{Address, EnvVar, Listen, Proxy, RouteRule, Seconds, Size};
-use super::{default_of, is_switch, CommandLine, RunOptions, Section, ServeOptions};
+use super::{default_of, is_switch, CommandLine, RunOptions, Section, ServeOptions, WorkOptions};
 
 /// Every generated block: the doc it is in, its name, its text.
 fn blocks() -> Vec<(&'static str, &'static str, String)> {
@@ -37,6 +37,16 @@ fn blocks() -> Vec<(&'static str, &'static str, String)> {
             "docs/task-runner.md",
             "run-options",
             options_table::<RunOptions>(),
+        ),
+        (
+            "docs/configuration.md",
+            "work-keys",
+            keys_table::<WorkOptions>(),
+        ),
+        (
+            "docs/queues.md",
+            "work-options",
+            options_table::<WorkOptions>(),
         ),
     ]
 }

@@ -1,4 +1,4 @@
-//! `hearth.toml`: a `[serve]` and a `[run]` section, each holding the
+//! `hearth.toml`: a `[serve]`, a `[run]` and a `[work]` section, each holding the
 //! options of that command under their flags' names:
 //!
 //! ```toml
@@ -14,6 +14,10 @@
 //! [run]
 //! jobs = 8
 //! php_bootstrap = "app/bootstrap.php"
+//!
+//! [work]
+//! queue = "redis://127.0.0.1:6379/jobs"
+//! php_bootstrap = "app/bootstrap.php"
 //! ```
 //!
 //! The whole file is read whichever command reads it, so a typo in any
@@ -24,7 +28,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::{Error, RunOptions, ServeOptions};
+use super::{Error, RunOptions, ServeOptions, WorkOptions};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -34,6 +38,8 @@ pub struct FileConfig {
     pub serve: ServeOptions,
     /// `hearth run`'s options.
     pub run: RunOptions,
+    /// `hearth work`'s options.
+    pub work: WorkOptions,
     /// The keys each section sets.
     #[serde(skip)]
     set: toml::Table,
@@ -132,7 +138,12 @@ fn plain(message: &str, top: bool) -> String {
             "expected a whole number (0 or more)",
         );
     }
-    for table in ["struct ServeOptions", "struct RunOptions", "a map"] {
+    for table in [
+        "struct ServeOptions",
+        "struct RunOptions",
+        "struct WorkOptions",
+        "a map",
+    ] {
         text = text.replace(&format!("expected {table}"), "expected a table");
     }
     text

@@ -1,6 +1,7 @@
-//! The options of `hearth serve` and `hearth run`: one struct per command
-//! ([`ServeOptions`], [`RunOptions`]), read from the command line and from
-//! the command's section of `hearth.toml`.
+//! The options of `hearth serve`, `hearth run` and `hearth work`: one
+//! struct per command ([`ServeOptions`], [`RunOptions`], [`WorkOptions`]),
+//! read from the command line and from the command's section of
+//! `hearth.toml`.
 //!
 //! Each option is one field: its doc comment is its `--help`, its `#[arg]`
 //! its flag, its name its key in the file, and the struct's `Default` its
@@ -17,6 +18,7 @@ mod file;
 pub mod run;
 pub mod serve;
 pub mod values;
+pub mod work;
 
 #[cfg(test)]
 mod docs;
@@ -34,6 +36,7 @@ use serde::Serialize;
 
 pub use run::RunOptions;
 pub use serve::ServeOptions;
+pub use work::WorkOptions;
 
 use file::FileConfig;
 

@@ -8,7 +8,7 @@
 //! `--keep-order`, the progress bar) are decided per run, on the command
 //! line only.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hearth_pool::PoolConfig;
@@ -174,21 +174,7 @@ impl Section for RunOptions {
                 "reads JSON Lines of jobs; it does not combine with {lines} or a COMMAND",
             ));
         }
-        // A project's file may name a PHP binary for the runs that have
-        // a bootstrap; on the command line, one without is a mistake.
-        if self.php_bootstrap.is_none() {
-            for field in ["php", "ini"] {
-                if given.on_command_line(field) {
-                    return Err(Fault::new(field, "needs {php_bootstrap}"));
-                }
-            }
-        }
-        for (name, _) in &self.ini {
-            if let Some(why) = values::bad_ini_name(name) {
-                return Err(Fault::new("ini", why));
-            }
-        }
-        Ok(())
+        check_job_workers(self.php_bootstrap.is_some(), &self.ini, given, &[])
     }
 }
 
@@ -230,20 +216,68 @@ impl RunOptions {
 
     /// The job workers' pool, running `script` (the job worker script
     /// `hearth run` writes for the bootstrap).
-    pub fn job_pool_config(&self, script: &std::path::Path) -> PoolConfig {
-        let mut pool = PoolConfig::new(&self.php, script, self.jobs());
-        pool.ini.clone_from(&self.ini);
-        pool.boot_timeout = self.boot_timeout.0.max(Duration::from_millis(100));
-        // A worker stopped for a job's time limit gets SIGKILL this long
-        // after SIGTERM, as a shell task does.
-        pool.kill_timeout = self.kill_after.0;
+    pub fn job_pool_config(&self, script: &Path) -> PoolConfig {
+        let mut pool = job_workers(
+            &self.php,
+            &self.ini,
+            self.boot_timeout,
+            self.kill_after,
+            self.jobs(),
+            script,
+        );
         // A job waits as long as it takes for a worker: -j bounds the jobs
         // in flight to the workers there are.
         pool.queue_timeout = Duration::from_secs(365 * 24 * 3600);
-        pool.pipelining = false;
-        pool.boot_hint =
-            "the bootstrap file has not returned: does it wait for a service or for input?"
-                .to_owned();
         pool
     }
+}
+
+/// The PHP job workers' pool of `hearth run` and `hearth work`: `workers`
+/// workers of `php` with the `ini` settings, running `script` (the job
+/// worker script written for the bootstrap).
+pub(super) fn job_workers(
+    php: &Path,
+    ini: &[(String, String)],
+    boot_timeout: Seconds,
+    kill_after: Seconds,
+    workers: usize,
+    script: &Path,
+) -> PoolConfig {
+    let mut pool = PoolConfig::new(php, script, workers);
+    pool.ini = ini.to_vec();
+    pool.boot_timeout = boot_timeout.0.max(Duration::from_millis(100));
+    // A worker stopped for a job's time limit gets SIGKILL this long
+    // after SIGTERM, as a shell task does.
+    pool.kill_timeout = kill_after.0;
+    pool.pipelining = false;
+    pool.boot_hint =
+        "the bootstrap file has not returned: does it wait for a service or for input?".to_owned();
+    pool
+}
+
+/// The checks of the PHP job worker options `hearth run` and `hearth work`
+/// share: `php`, `ini` and each of `more` (options of the workers) need
+/// `php_bootstrap` when given on the command line, and `ini`'s names must
+/// be php.ini names.
+pub(super) fn check_job_workers(
+    bootstrap: bool,
+    ini: &[(String, String)],
+    given: &Origins<'_>,
+    more: &[&'static str],
+) -> Result<(), Fault> {
+    // A project's file may name a PHP binary for the runs that have a
+    // bootstrap; on the command line, one without is a mistake.
+    if !bootstrap {
+        for field in ["php", "ini"].iter().chain(more) {
+            if given.on_command_line(field) {
+                return Err(Fault::new(field, "needs {php_bootstrap}"));
+            }
+        }
+    }
+    for (name, _) in ini {
+        if let Some(why) = values::bad_ini_name(name) {
+            return Err(Fault::new("ini", why));
+        }
+    }
+    Ok(())
 }

@@ -302,7 +302,7 @@ fn a_bad_value_in_the_file_names_the_file_the_section_and_the_key() {
         (
             "[sevre]\nworkers = 2\n",
             "[sevre]: unknown section",
-            "`serve` or `run`",
+            "expected one of `serve`, `run`, `work`",
         ),
         ("[run]\njobs = \"all\"\n", "[run] jobs: ", "a whole number"),
         ("[run]\nbogus = 1\n", "[run] bogus: unknown key", "`jobs`"),
@@ -421,6 +421,103 @@ fn run_refuses_php_options_without_a_bootstrap_on_the_command_line() {
     assert_eq!(
         err,
         "/etc/app/hearth.toml: [run] php_bootstrap: reads JSON Lines of jobs; it does not combine with --lines or a COMMAND"
+    );
+}
+
+fn work(args: &[&str], file: Option<&str>) -> Result<WorkOptions, Error> {
+    load(args, file)
+}
+
+#[test]
+fn work_reads_its_section_and_its_queue_file_is_relative_to_it() {
+    let file = "[work]\nqueue = \"file:var/jobs.db\"\njobs = 3\ntimeout = \"2m\"\n\
+                grace_period = \"5s\"\nvisibility_timeout = \"90s\"\n\
+                php_bootstrap = \"app/boot.php\"\nmax_jobs = 500\nmax_memory = \"128M\"\n\
+                ttl = \"1h\"\n[work.ini]\nmemory_limit = \"1G\"\n";
+    let o = work(&["--jobs", "4"], Some(file)).unwrap();
+    assert_eq!(o.jobs(), 4, "the flag wins");
+    // `load` names the file's directory /etc/app in errors only.
+    let url = o.queue.clone().unwrap();
+    assert!(
+        url.starts_with("file:/") && url.ends_with("/var/jobs.db"),
+        "{url}"
+    );
+    assert!(o.php_bootstrap.as_ref().unwrap().ends_with("app/boot.php"));
+    assert_eq!(o.timeout, Some(Seconds::from_secs(120)));
+    assert_eq!(o.grace_period, Seconds::from_secs(5));
+    assert_eq!(o.queue_config().visibility_timeout, Duration::from_secs(90));
+    let pool = o.job_pool_config(std::path::Path::new("/tmp/job-worker.php"));
+    assert_eq!((pool.workers, pool.max_requests), (4, 500));
+    assert_eq!(pool.max_memory, 128 << 20);
+    assert_eq!(pool.ttl, Some(Duration::from_secs(3600)));
+    assert_eq!(pool.ini, [("memory_limit".to_owned(), "1G".to_owned())]);
+    let config = o.work_config(&o.queue_config());
+    assert_eq!(config.extend_every, Duration::from_secs(30));
+    // A queue URL given as a flag is taken as it is.
+    let o = work(&["--queue", "file:jobs.db"], Some(file)).unwrap();
+    assert_eq!(o.queue.as_deref(), Some("file:jobs.db"));
+    let o = work(&["-q", "redis://127.0.0.1/jobs"], None).unwrap();
+    assert_eq!(o.max_output, Size(256 << 10));
+    assert_eq!(o.grace_period, Seconds::from_secs(30));
+    assert_eq!(o.queue_config().visibility_timeout, Duration::from_secs(60));
+}
+
+#[test]
+fn work_refuses_what_cannot_work_naming_where_it_came_from() {
+    for (args, file, expected) in [
+        (&[][..], None, "--queue: is needed: the queue to take jobs from (redis://HOST:PORT/NAME or file:PATH)"),
+        (&["-q", "rediss://h/q"][..], None, "--queue: queue URL: rediss://h/q: TLS and unix sockets are not supported; use redis://HOST:PORT/NAME"),
+        (&[][..], Some("[work]\nqueue = \"redis://h/a b\"\n"), "/etc/app/hearth.toml: [work] queue: queue URL: redis://h/a b: queue name \"a%20b\": expected 1 to 128 of A-Z a-z 0-9 . _ -"),
+        (&["-q", "file:x.db", "--visibility-timeout", "0.5"][..], None, "--visibility-timeout: must be at least 1s (a running job's hold is renewed every third of it)"),
+        (&["-q", "file:x.db", "-j", "0"][..], None, "--jobs: must be at least 1"),
+        (&["-q", "file:x.db", "--ttl", "1h"][..], None, "--ttl: needs --php-bootstrap"),
+        (&["-q", "file:x.db", "--php", "php8.2"][..], None, "--php: needs --php-bootstrap"),
+        (&["-q", "file:x.db"][..], Some("[work]\nretries = 3\n"), "/etc/app/hearth.toml: [work] retries: unknown key, expected one of `queue`, `jobs`, `timeout`, `kill_after`, `max_output`, `grace_period`, `visibility_timeout`, `php_bootstrap`, `php`, `ini`, `boot_timeout`, `max_jobs`, `max_memory`, `ttl`, `control_socket`, `admin` (line 2)"),
+    ] {
+        assert_eq!(refused(work(args, file)), expected, "{args:?} {file:?}");
+    }
+}
+
+/// `hearth work` and `hearth run` share their job options: the same
+/// flags, keys, help and (but for --max-output) defaults.
+#[test]
+fn work_shares_the_options_of_run() {
+    let run = RunOptions::augment_args(clap::Command::new("run"));
+    let work = WorkOptions::augment_args(clap::Command::new("work"));
+    let run_defaults = serde_json::to_value(RunOptions::default()).unwrap();
+    let work_defaults = serde_json::to_value(WorkOptions::default()).unwrap();
+    let mut shared = Vec::new();
+    for arg in work.get_arguments() {
+        let id = arg.get_id().as_str();
+        let Some(same) = run.get_arguments().find(|a| a.get_id() == id) else {
+            continue;
+        };
+        shared.push(id.to_owned());
+        if id == "config" {
+            continue;
+        }
+        let text = |a: &clap::Arg| a.get_help().map(ToString::to_string);
+        assert_eq!(text(arg), text(same), "{id}");
+        assert_eq!(arg.get_long(), same.get_long(), "{id}");
+        assert_eq!(arg.get_short(), same.get_short(), "{id}");
+        assert_eq!(arg.get_value_names(), same.get_value_names(), "{id}");
+        if id != "max_output" {
+            assert_eq!(work_defaults.get(id), run_defaults.get(id), "{id}");
+        }
+    }
+    assert_eq!(
+        shared,
+        [
+            "config",
+            "jobs",
+            "timeout",
+            "kill_after",
+            "max_output",
+            "php_bootstrap",
+            "php",
+            "ini",
+            "boot_timeout"
+        ]
     );
 }
 

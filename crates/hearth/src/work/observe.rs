@@ -1,0 +1,362 @@
+//! What `hearth work` shows of itself: its status over the control socket
+//! (`hearth status`, `hearth reload`, `hearth stop`, as `hearth serve`'s),
+//! and `/metrics`, `/healthz`, `/readyz` on the admin listener (`--admin`,
+//! served by `hearth-http`'s admin listener).
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use hearth_http::{Metrics, PoolReport, PoolSnapshot};
+use hearth_queue::{Queue, Stats};
+use hearth_run::work::{JobEnd, JobObserver, WorkCounters};
+use hearth_run::Executor;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::MetricType;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, Notify};
+
+use crate::control::{Boxed, ControlSocket, ControlState, Controlled, Engine};
+
+/// How long a status report waits for the queue's counts.
+const STATS_WAIT: Duration = Duration::from_secs(2);
+/// How often `/metrics`' copy of the queue's counts is read again.
+const STATS_EVERY: Duration = Duration::from_secs(2);
+
+/// Job run times, in seconds: from a millisecond to ten minutes.
+const BUCKETS: [f64; 16] = [
+    0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 600.0,
+];
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndLabels {
+    outcome: &'static str,
+}
+
+/// A running `hearth work`, as status and metrics see it.
+#[derive(Debug)]
+pub struct Observed {
+    queue: Queue,
+    /// The queue's URL, without a password.
+    shown: String,
+    consumer: String,
+    slots: usize,
+    counters: Arc<WorkCounters>,
+    executor: Executor,
+    /// The queue's counts as last read, for `/metrics`.
+    stats: Mutex<Option<Stats>>,
+    durations: Family<EndLabels, Histogram, fn() -> Histogram>,
+}
+
+impl Observed {
+    pub fn new(
+        queue: Queue,
+        consumer: String,
+        slots: usize,
+        counters: Arc<WorkCounters>,
+        executor: Executor,
+    ) -> Arc<Observed> {
+        let shown = queue.url().to_string();
+        let observed = Arc::new(Observed {
+            queue,
+            shown,
+            consumer,
+            slots,
+            counters: counters.clone(),
+            executor,
+            stats: Mutex::new(None),
+            durations: Family::new_with_constructor(
+                (|| Histogram::new(BUCKETS)) as fn() -> Histogram,
+            ),
+        });
+        counters.observe(observed.clone());
+        observed
+    }
+
+    fn stats_json(stats: &Stats) -> Value {
+        json!({
+            "ready": stats.ready,
+            "delayed": stats.delayed,
+            "reserved": stats.reserved,
+            "dead": stats.dead,
+            "pushed": stats.pushed,
+            "done": stats.done,
+            "failed": stats.failed,
+            "retried": stats.retried,
+            "died": stats.died,
+            "oldest_ready_age_ms": stats.oldest_ready_age.map(|d| d.as_millis() as u64),
+        })
+    }
+}
+
+impl JobObserver for Observed {
+    fn ended(&self, how: JobEnd, ran: Duration) {
+        self.durations
+            .get_or_create(&EndLabels {
+                outcome: how.as_str(),
+            })
+            .observe(ran.as_secs_f64());
+    }
+}
+
+impl Controlled for Observed {
+    fn status<'a>(&'a self, state: &'a ControlState) -> Boxed<'a, Value> {
+        Box::pin(async move {
+            let mut report = match self.executor.pool() {
+                Some(pool) => crate::control::status(state, pool),
+                None => json!({
+                    "version": env!("CARGO_PKG_VERSION"),
+                    "pid": std::process::id(),
+                    "uptime": state.started.elapsed().as_secs_f64(),
+                }),
+            };
+            report["stopping"] = json!(self.counters.stopping());
+            let done = self.counters.summary();
+            let queue = match tokio::time::timeout(STATS_WAIT, self.queue.stats()).await {
+                Ok(Ok(stats)) => Observed::stats_json(&stats),
+                Ok(Err(e)) => json!({"error": e.to_string()}),
+                Err(_) => json!({"error": format!("no answer within {STATS_WAIT:?}")}),
+            };
+            report["work"] = json!({
+                "queue": self.shown,
+                "consumer": self.consumer,
+                "kind": if self.executor.pool().is_some() { "php" } else { "shell" },
+                "slots": self.slots,
+                "running": self.counters.running(),
+                "done": done.done,
+                "failed": done.failed,
+                "rejected": done.rejected,
+                "interrupted": done.interrupted,
+                "queue_stats": queue,
+            });
+            report
+        })
+    }
+
+    fn reload(&self) -> Boxed<'_, Result<String, String>> {
+        Box::pin(async move {
+            let Some(pool) = self.executor.pool() else {
+                tracing::info!(
+                    "reload asked for: nothing to reload (each shell task starts afresh)"
+                );
+                return Ok("nothing to reload: each shell task starts afresh".to_owned());
+            };
+            tracing::info!("reload asked for over the control socket: replacing the PHP job workers after their current job");
+            match pool.reload().await {
+                Ok(paths) => {
+                    tracing::info!("job workers reloaded");
+                    Ok(format!(
+                        "reloaded: every job worker runs {}",
+                        paths.script.display()
+                    ))
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "reload failed; the running job workers go on");
+                    Err(format!("reload failed, the running job workers go on: {e}"))
+                }
+            }
+        })
+    }
+}
+
+impl PoolReport for Observed {
+    /// The PHP job workers; for shell tasks, the slots as workers.
+    fn report(&self) -> PoolSnapshot {
+        let mut snapshot = match self.executor.pool() {
+            Some(pool) => pool.report(),
+            None => {
+                let busy = usize::try_from(self.counters.running()).unwrap_or(usize::MAX);
+                PoolSnapshot {
+                    live: self.slots,
+                    busy,
+                    idle: self.slots.saturating_sub(busy),
+                    min_workers: self.slots,
+                    workers: self.slots,
+                    ..PoolSnapshot::default()
+                }
+            }
+        };
+        snapshot.stopping |= self.counters.stopping();
+        snapshot
+    }
+}
+
+/// The jobs of this process and the counts of its queue, read at each
+/// scrape.
+#[derive(Debug)]
+struct WorkCollector(Arc<Observed>);
+
+fn gauge(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    value: i64,
+) -> Result<(), std::fmt::Error> {
+    let metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    ConstGauge::new(value).encode(metric)
+}
+
+impl Collector for WorkCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let o = &self.0;
+        let done = o.counters.summary();
+        let mut jobs = encoder.encode_descriptor(
+            "hearth_work_jobs",
+            "Jobs this process ended, by outcome (done, failed, rejected, interrupted)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (outcome, n) in [
+            ("done", done.done),
+            ("failed", done.failed),
+            ("rejected", done.rejected),
+            ("interrupted", done.interrupted),
+        ] {
+            ConstCounter::new(n).encode(jobs.encode_family(&[("outcome", outcome)])?)?;
+        }
+        gauge(
+            &mut encoder,
+            "hearth_work_jobs_running",
+            "Jobs this process holds now (running, or being acked)",
+            i64::try_from(o.counters.running()).unwrap_or(i64::MAX),
+        )?;
+        gauge(
+            &mut encoder,
+            "hearth_work_slots",
+            "Jobs this process runs at once at most (-j)",
+            i64::try_from(o.slots).unwrap_or(i64::MAX),
+        )?;
+        let durations = encoder.encode_descriptor(
+            "hearth_work_job_duration_seconds",
+            "How long this process's jobs ran, by outcome",
+            None,
+            MetricType::Histogram,
+        )?;
+        o.durations.encode(durations)?;
+        let stats = o.stats.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(s) = stats else {
+            return Ok(());
+        };
+        let queue = o.shown.as_str();
+        let mut states = encoder.encode_descriptor(
+            "hearth_queue_jobs",
+            "Jobs in the queue now, by state (ready, delayed, reserved: held by consumers, dead)",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (state, n) in [
+            ("ready", s.ready),
+            ("delayed", s.delayed),
+            ("reserved", s.reserved),
+            ("dead", s.dead),
+        ] {
+            let labels = [("queue", queue), ("state", state)];
+            ConstGauge::new(i64::try_from(n).unwrap_or(i64::MAX))
+                .encode(states.encode_family(&labels)?)?;
+        }
+        let mut totals = encoder.encode_descriptor(
+            "hearth_queue_events",
+            "Since the queue was created, by all its consumers: pushed, done, failed (attempts), retried (deliveries after the first), died",
+            None,
+            MetricType::Counter,
+        )?;
+        for (event, n) in [
+            ("pushed", s.pushed),
+            ("done", s.done),
+            ("failed", s.failed),
+            ("retried", s.retried),
+            ("died", s.died),
+        ] {
+            let labels = [("queue", queue), ("event", event)];
+            ConstCounter::new(n).encode(totals.encode_family(&labels)?)?;
+        }
+        let mut oldest = encoder.encode_descriptor(
+            "hearth_queue_oldest_ready_age_seconds",
+            "How long the oldest ready job has waited (0 when none is ready)",
+            None,
+            MetricType::Gauge,
+        )?;
+        let age = s.oldest_ready_age.unwrap_or_default().as_secs_f64();
+        ConstGauge::new(age).encode(oldest.encode_family(&[("queue", queue)])?)?;
+        Ok(())
+    }
+}
+
+/// Binds the control socket, if asked for (before the workers start: a
+/// second `hearth work` on the same path fails at once).
+pub fn bind_control(path: Option<&std::path::Path>) -> anyhow::Result<Option<ControlSocket>> {
+    path.map(ControlSocket::bind).transpose()
+}
+
+/// Starts the control socket's server and the admin listener, as asked
+/// for; a `hearth stop` becomes a stop request to the loop.
+pub async fn start(
+    observed: &Arc<Observed>,
+    control: Option<&ControlSocket>,
+    admin: Option<std::net::SocketAddr>,
+    stop: mpsc::UnboundedSender<String>,
+) -> anyhow::Result<()> {
+    if let Some(control) = control {
+        let notify = Arc::new(Notify::new());
+        control.serve(ControlState {
+            engine: Engine::Other(observed.clone()),
+            listen: None,
+            started: Instant::now(),
+            stop: notify.clone(),
+            stopping: Arc::new(AtomicBool::new(false)),
+        })?;
+        tokio::spawn(async move {
+            loop {
+                notify.notified().await;
+                if stop.send("hearth stop".to_owned()).is_err() {
+                    return;
+                }
+            }
+        });
+        tracing::info!("control socket at {}", control.path().display());
+    }
+    if let Some(addr) = admin {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr} (--admin)"))?;
+        let bound = listener.local_addr()?;
+        let pool: Option<Arc<dyn PoolReport>> = observed
+            .executor
+            .pool()
+            .map(|p| Arc::new(p.clone()) as Arc<dyn PoolReport>);
+        let metrics = Arc::new(Metrics::without_http(
+            pool,
+            Box::new(WorkCollector(observed.clone())),
+        ));
+        tokio::spawn(hearth_http::admin::serve(
+            listener,
+            hearth_http::admin::AdminState {
+                pool: observed.clone(),
+                metrics,
+                stopping: Arc::new(AtomicBool::new(false)),
+            },
+        ));
+        let reader = observed.clone();
+        tokio::spawn(async move {
+            loop {
+                match reader.queue.stats().await {
+                    Ok(stats) => {
+                        *reader.stats.lock().unwrap_or_else(|p| p.into_inner()) = Some(stats);
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the queue's counts for /metrics")
+                    }
+                }
+                tokio::time::sleep(STATS_EVERY).await;
+            }
+        });
+        tracing::info!("admin endpoints (/metrics, /healthz, /readyz) at http://{bound}");
+    }
+    Ok(())
+}
