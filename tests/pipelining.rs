@@ -87,7 +87,18 @@ fn requests_queued_behind_a_worker_that_exits_run_elsewhere() {
         || mark.exists().then_some(()),
     );
     let exiting = std::thread::spawn(move || Req::new("GET", "/exit").send(addr));
-    std::thread::sleep(Duration::from_millis(50));
+    // /exit (the second request) waits in line before the others come: on
+    // a busy machine a fixed pause was not always enough.
+    let log = server.log();
+    let socket = log
+        .split("control socket at ")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .expect("the control socket in the log")
+        .to_owned();
+    eventually(Duration::from_secs(10), "/exit to wait in line", || {
+        (support::status_json(std::path::Path::new(&socket))["pool"]["queue"] == 1).then_some(())
+    });
     let rest = burst(&server, |i| format!("/env?n={i}"), 6);
     assert_eq!(first.join().expect("first").status, 200);
     assert_eq!(exiting.join().expect("exit").status, 202);
