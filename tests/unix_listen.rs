@@ -100,21 +100,7 @@ impl Hearth {
 
 impl Drop for Hearth {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(self.child.id().to_string())
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        support::stop_child(&mut self.child);
     }
 }
 

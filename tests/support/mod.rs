@@ -246,21 +246,26 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = Command::new("kill")
-                .arg("-TERM")
-                .arg(self.child.id().to_string())
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
+        stop_child(&mut self.child);
+    }
+}
+
+/// Stops a hearth the test left running: SIGTERM, then SIGKILL after 10 s.
+pub fn stop_child(child: &mut Child) {
+    if let Ok(None) = child.try_wait() {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                return;
             }
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+            std::thread::sleep(Duration::from_millis(20));
         }
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
