@@ -9,6 +9,7 @@
 //! [`executor`] is the one way a task runs, shared with [`work`], the loop
 //! of `hearth work`, which takes its tasks from a queue.
 
+pub mod calls;
 pub mod duration;
 pub mod exec;
 pub mod executor;

@@ -95,7 +95,7 @@ final class JobRuntime
                 );
             }
         } catch (\Throwable $e) {
-            $json = self::failure(FailureReport::describe($e, self::traceOfJob($e)));
+            $json = self::failure(FailureReport::describe($e, FailureReport::traceBelow($e, self::class)));
         }
         $this->inJob = false;
         $this->send($json, 0);
@@ -174,26 +174,6 @@ final class JobRuntime
         } catch (\Throwable $e) {
             Log::write('could not report the job\'s end while shutting down: ' . $e->getMessage());
         }
-    }
-
-    /**
-     * The exception's trace down to the job's function: the frames of this
-     * runtime below it are the same for every job and say nothing.
-     */
-    private static function traceOfJob(\Throwable $e): string
-    {
-        $frames = 0;
-        foreach ($e->getTrace() as $frame) {
-            if (($frame['class'] ?? '') === self::class) {
-                break;
-            }
-            $frames++;
-        }
-        $lines = explode("\n", $e->getTraceAsString());
-        if ($frames >= count($lines) - 1) {
-            return implode("\n", $lines);
-        }
-        return implode("\n", array_slice($lines, 0, $frames)) . ($frames > 0 ? "\n" : '') . "#{$frames} {main}";
     }
 
     /** @param array<string, mixed> $error */
