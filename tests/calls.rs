@@ -438,6 +438,65 @@ fn the_listener_refuses_what_is_not_a_call_counts_and_stops_gracefully() {
     assert_eq!(work.wait_exit(), Some(0), "{}", work.log());
 }
 
+/// Hostile callers hold only what the bounds allow: 100 callers that send
+/// half of a 1 MiB call and stall, and one that never reads a large
+/// answer. A well-behaved caller is served meanwhile; the listener's
+/// memory grows by about what the stalled callers sent, not by what their
+/// frames declare; every one of them is dropped by the read or write
+/// timeout (10 s).
+#[test]
+fn hostile_callers_hold_only_what_the_bounds_allow() {
+    let dir = support::reachable_tempdir();
+    support::copy_tree(&jobs_file(), &dir.path().join("jobs.php"));
+    let work = listener(dir.path(), &["-j", "2", "--max-callers", "150"]);
+    let socket = dir.path().join("jobs.sock");
+    let control = dir.path().join("ctl.sock");
+    let before = support::vm_kib(work.pid(), "VmRSS");
+
+    let mut stalled = Vec::new();
+    for _ in 0..100 {
+        let mut caller = Caller::connect(&socket);
+        let mut out = BytesMut::new();
+        hearth_proto::encode_header(&mut out, Kind::Call, 0, 1, 1 << 20);
+        out.extend_from_slice(&vec![b'x'; 512 << 10]);
+        caller.send(&out);
+        stalled.push(caller);
+    }
+    let mut reader = Caller::connect(&socket);
+    let mut deaf = Caller::connect(&socket);
+    deaf.call(
+        2,
+        &[("function", "CallsFixture\\big"), ("args", "[8000000]")],
+    );
+    eventually_status(&control, |s| s["calls"]["connections"] == 102);
+    reader.call(1, &[("function", "CallsFixture\\add"), ("args", "[1, 2]")]);
+    assert_eq!(reader.answer(1), json!({"status": 0, "result": 3}));
+    let during = support::vm_kib(work.pid(), "VmRSS");
+    let sent_kib = 100 * 512;
+    eprintln!(
+        "hearth work's RSS: {before} KiB idle, {during} KiB with 100 callers holding {sent_kib} KiB \
+         of unfinished calls and one not reading an 8 MB answer"
+    );
+    assert!(
+        during < before + sent_kib + 40 * 1024,
+        "RSS grew from {before} to {during} KiB for {sent_kib} KiB sent"
+    );
+    drop(reader);
+
+    // The read timeout drops the stalled, the write timeout the deaf one.
+    eventually_status(&control, |s| s["calls"]["connections"] == 0);
+    let mut got = 0;
+    let mut chunk = vec![0u8; 1 << 16];
+    while let Ok(n) = deaf.stream.read(&mut chunk) {
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    assert!(got < 8_000_000, "the answer was cut off: {got} bytes read");
+    drop(stalled);
+}
+
 fn eventually_status(control: &Path, check: impl Fn(&Value) -> bool) -> Value {
     let mut last = Value::Null;
     eventually("the status to show the counts", || {

@@ -32,7 +32,7 @@ use Hearth\Internal\ProtocolError;
 final class Jobs
 {
     /** The largest call (function name and JSON arguments) a listener takes. */
-    public const MAX_CALL = 4 << 20;
+    public const MAX_CALL = 1 << 20;
 
     /** The largest answer read back. */
     private const MAX_ANSWER = 64 << 20;

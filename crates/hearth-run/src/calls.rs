@@ -72,7 +72,7 @@ impl Default for CallConfig {
     fn default() -> CallConfig {
         CallConfig {
             max_connections: 256,
-            max_call: 4 << 20,
+            max_call: 1 << 20,
             default_timeout: Duration::from_secs(30),
             max_timeout: None,
             idle_timeout: Duration::from_secs(60),
@@ -407,9 +407,13 @@ impl Connection {
             if *self.stop.borrow() > 0 {
                 return;
             }
-            // An answer to a large call leaves a large buffer: give it back.
+            // A large call or answer leaves a large buffer: give it back,
+            // so an idle connection holds a few KiB whatever it carried.
             if out.capacity() > 64 << 10 {
                 out = BytesMut::with_capacity(4096);
+            }
+            if buf.is_empty() && buf.capacity() > 64 << 10 {
+                buf = BytesMut::with_capacity(4096);
             }
         }
     }
