@@ -365,6 +365,9 @@ fn the_listener_refuses_what_is_not_a_call_counts_and_stops_gracefully() {
         e.send(&bytes);
         let why = e.refusal();
         assert!(why.contains(expected), "{why}");
+        drop(e);
+        // Its place is free once the listener has seen it go.
+        eventually_status(&control, |s| s["calls"]["connections"] == 2);
     }
     for (entries, expected) in [
         (vec![("args", "[]")], "needs a function name"),
@@ -385,6 +388,8 @@ fn the_listener_refuses_what_is_not_a_call_counts_and_stops_gracefully() {
         e.call(4, &entries);
         let why = e.refusal();
         assert!(why.contains(expected), "{entries:?}: {why}");
+        drop(e);
+        eventually_status(&control, |s| s["calls"]["connections"] == 2);
     }
 
     // The same process takes jobs from its queue.
