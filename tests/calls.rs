@@ -212,6 +212,48 @@ fn calls_from_php_fpm_behind_nginx_with_the_listener_up_down_and_timing_out() {
     );
 }
 
+/// A `hearth serve` worker that calls through `Jobs::call()` keeps its
+/// connection from request to request, and `--check-state` knows that is
+/// on purpose: it reports nothing.
+#[test]
+fn a_hearth_worker_keeps_its_connection_and_the_state_check_says_nothing() {
+    let dir = support::reachable_tempdir();
+    support::copy_tree(&jobs_file(), &dir.path().join("jobs.php"));
+    let _work = listener(dir.path(), &["-j", "1"]);
+    let autoload = support::root().join("php/autoload.php");
+    let script = dir.path().join("worker.php");
+    std::fs::write(
+        &script,
+        format!(
+            r#"<?php
+require '{}';
+require __DIR__ . '/jobs.php';
+Hearth\Jobs::useSocket('unix:' . __DIR__ . '/jobs.sock');
+Hearth\Worker::serve(function () {{
+    echo json_encode(['remote' => Hearth\Jobs::call('CallsFixture\pid'), 'me' => getmypid()]);
+}});
+"#,
+            autoload.display()
+        ),
+    )
+    .unwrap();
+    let mut server = support::Server::start(&script, &["--workers", "1", "--check-state"]);
+    let mut remote = Vec::new();
+    for _ in 0..4 {
+        let answer = server.get("/").json();
+        assert_ne!(answer["remote"], answer["me"], "{answer}");
+        remote.push(answer["remote"].clone());
+    }
+    assert!(remote.windows(2).all(|w| w[0] == w[1]), "{remote:?}");
+    // A worker's findings are in the log once Hearth has stopped.
+    server.signal("TERM");
+    assert_eq!(server.wait_exit(queue_support::PATIENCE), Some(0));
+    server.wait_for_log("stopped", queue_support::PATIENCE);
+    let log = server.log();
+    assert!(log.contains("state check on"), "{log}");
+    assert!(!log.contains("state check: GET"), "{log}");
+}
+
 /// A caller speaking the frame protocol directly.
 struct Caller {
     stream: UnixStream,
