@@ -394,6 +394,7 @@ impl RedisQueue {
             name,
             block: Mutex::new(self.blocking_connection()?),
             forgot: std::sync::Mutex::new(None),
+            claimed: std::sync::Mutex::new(None),
         })
     }
 }

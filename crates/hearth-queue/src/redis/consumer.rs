@@ -30,6 +30,9 @@ pub(crate) struct RedisConsumer {
     pub(super) block: Mutex<ConnectionManager>,
     /// When this consumer last removed long-gone consumers.
     pub(super) forgot: std::sync::Mutex<Option<Instant>>,
+    /// When this consumer last ran the claim script, and when the next
+    /// delayed job was then due.
+    pub(super) claimed: std::sync::Mutex<Option<(Instant, Option<Instant>)>>,
 }
 
 impl RedisConsumer {
@@ -40,7 +43,7 @@ impl RedisConsumer {
         let conn = self.block.lock().await;
         self.forget_gone().await?;
         loop {
-            let (claimed, next_due) = self.claim(max).await?;
+            let (claimed, next_due) = self.claim_when_due(max).await?;
             let jobs = self.accept(claimed).await?;
             if !jobs.is_empty() {
                 return Ok(jobs);
@@ -110,6 +113,27 @@ impl RedisConsumer {
         let mut inv = q.scripts.forget.prepare_invoke();
         inv.key(&q.keys.ready).arg(GROUP).arg(duration_ms(idle));
         Ok(int(&q.run("forget consumers", &inv).await?).unwrap_or(0))
+    }
+
+    /// The claim script's work, at most once per poll interval, or sooner
+    /// when the delayed job it saw last is due. While jobs flow, a reserve
+    /// after every job would otherwise run it for every job (5 of the 10
+    /// Redis commands a job costs the queue); what it finds (a due delayed
+    /// job, a hold past the visibility timeout) is then found at most one
+    /// poll interval later, the lateness a blocked read already allows.
+    async fn claim_when_due(&self, max: usize) -> Result<(Vec<(Entry, u32)>, Option<Duration>)> {
+        let now = Instant::now();
+        let last = *self.claimed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, due)) = last {
+            let recent = now.duration_since(at) < self.queue.config.poll_interval;
+            if recent && due.is_none_or(|d| d > now) {
+                return Ok((Vec::new(), due.map(|d| d - now)));
+            }
+        }
+        let (claimed, next_due) = self.claim(max).await?;
+        *self.claimed.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((now, next_due.map(|d| now + d)));
+        Ok((claimed, next_due))
     }
 
     /// Moves due delayed jobs to the stream and claims expired holds;
