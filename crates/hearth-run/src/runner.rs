@@ -279,7 +279,7 @@ pub async fn prepare(config: RunConfig, input: Input) -> Result<Prepared, String
         (InputFormat::Lines { template }, _) => Parser::Lines {
             template: template.clone(),
         },
-        (InputFormat::Json, true) => Parser::Php,
+        (InputFormat::Json, true) => Parser::Mixed,
         (InputFormat::Json, false) => Parser::Shell,
     };
     let signals = Signals {

@@ -23,6 +23,18 @@ pub struct Task {
     pub stdin: Option<String>,
     /// This task's own time limit, overriding `--timeout`.
     pub timeout: Option<Duration>,
+    /// The queue job it came from (`hearth work`): a shell task gets its
+    /// id and attempt in its environment, a PHP job in `$_SERVER`. `None`
+    /// under `hearth run`, where there is no queue job.
+    pub job: Option<QueueJob>,
+}
+
+/// A queue job's id and attempt, for the task to make its effect
+/// idempotent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueJob {
+    pub id: u64,
+    pub attempt: u32,
 }
 
 /// What a task runs.
@@ -69,8 +81,10 @@ fn shell_quote(arg: &str) -> String {
 pub enum Parser {
     /// JSON Lines of shell tasks (`cmd` or `argv`).
     Shell,
-    /// JSON Lines of PHP jobs (`call` and `args`).
-    Php,
+    /// JSON Lines of both: a line with `call` is a PHP job (`call`,
+    /// `args`), one with `cmd` or `argv` a shell task. For an executor
+    /// with PHP job workers (`hearth run --php-bootstrap`, `hearth work`).
+    Mixed,
     /// Plain lines: each is a shell command (empty template), or the
     /// argument put in the template's `{}` (appended if it has none).
     Lines { template: Vec<String> },
@@ -106,7 +120,7 @@ impl Parser {
     pub fn parse(&self, line: &str, seq: u64) -> Result<Task, String> {
         match self {
             Parser::Lines { template } => Ok(plain_task(line, seq, template)),
-            Parser::Shell | Parser::Php => self.parse_json(line, seq),
+            Parser::Shell | Parser::Mixed => self.parse_json(line, seq),
         }
     }
 
@@ -114,8 +128,8 @@ impl Parser {
         if !text.trim_start().starts_with('{') {
             return Err(format!(
                 "expected a JSON object, like {}",
-                if *self == Parser::Php {
-                    r#"{"id": 1, "call": "App\\job", "args": [1, 2]}"#
+                if *self == Parser::Mixed {
+                    r#"{"id": 1, "call": "App\\job", "args": [1, 2]} or {"id": 2, "cmd": "echo hello"}"#
                 } else {
                     r#"{"id": 1, "cmd": "echo hello"}"#
                 }
@@ -134,10 +148,13 @@ impl Parser {
             }
         };
         let timeout = line.timeout.as_ref().map(task_timeout).transpose()?;
+        // A line with "call" (or "args") is a PHP job; where PHP jobs run,
+        // one without is a shell task.
+        let php_job = line.call.is_some() || line.args.is_some();
         let work = match self {
-            Parser::Php => {
+            Parser::Mixed if php_job => {
                 if line.cmd.is_some() || line.argv.is_some() {
-                    return Err("with --php-bootstrap, a line is a PHP job (\"call\" and \"args\"), not a shell command".to_owned());
+                    return Err("a line is a PHP job (\"call\" and \"args\") or a shell task (\"cmd\" or \"argv\"), not both".to_owned());
                 }
                 for (name, given) in [
                     ("env", line.env.is_some()),
@@ -181,10 +198,10 @@ impl Parser {
                     (Some(_), Some(_)) => {
                         return Err("a task has \"cmd\" or \"argv\", not both".to_owned())
                     }
-                    (None, None) => return Err(
-                        "a task needs \"cmd\" (a shell command) or \"argv\" (a program and its arguments)"
-                            .to_owned(),
-                    ),
+                    (None, None) => return Err(format!(
+                        "a task needs \"cmd\" (a shell command) or \"argv\" (a program and its arguments){}",
+                        if *self == Parser::Mixed { ", or \"call\" (a PHP function) for a PHP job" } else { "" }
+                    )),
                     (Some(cmd), None) => Work::Shell(cmd),
                     (None, Some(argv)) if argv.is_empty() => {
                         return Err("\"argv\" is empty: it needs at least the program".to_owned())
@@ -205,6 +222,7 @@ impl Parser {
             cwd: line.cwd,
             stdin: line.stdin,
             timeout,
+            job: None,
         })
     }
 }
@@ -258,6 +276,7 @@ fn plain_task(line: &str, seq: u64, template: &[String]) -> Task {
         cwd: None,
         stdin: None,
         timeout: None,
+        job: None,
     }
 }
 
@@ -326,7 +345,7 @@ mod tests {
         ] {
             let t = shell(&format!(r#"{{"cmd":"a","timeout":{given}}}"#)).unwrap();
             assert_eq!(t.timeout, Some(expected), "{given}");
-            let job = Parser::Php
+            let job = Parser::Mixed
                 .parse(&format!(r#"{{"call":"f","timeout":{given}}}"#), 1)
                 .unwrap();
             assert_eq!(job.timeout, Some(expected), "{given}");
@@ -341,7 +360,7 @@ mod tests {
 
     #[test]
     fn php_jobs() {
-        let t = Parser::Php
+        let t = Parser::Mixed
             .parse(r#"{"id":3,"call":"App\\f","args":[1,"x"]}"#, 1)
             .unwrap();
         assert_eq!(
@@ -352,12 +371,13 @@ mod tests {
             }
         );
         assert_eq!(t.command_line(), r#"App\f([1,"x"])"#);
-        let named = Parser::Php
+        let named = Parser::Mixed
             .parse(r#"{"call":"f","args":{"a":1}}"#, 1)
             .unwrap();
         assert!(matches!(named.work, Work::Call { ref args, .. } if args == r#"{"a":1}"#));
         for (line, expected) in [
-            (r#"{"cmd":"x"}"#, "not a shell command"),
+            (r#"{"cmd":"x","call":"f"}"#, "not both"),
+            (r#"{"argv":["x"],"args":[]}"#, "not both"),
             (r#"{"args":[]}"#, "needs \"call\""),
             (r#"{"call":"f","args":5}"#, "JSON array"),
             (
@@ -365,9 +385,28 @@ mod tests {
                 "\"cwd\" applies to shell tasks",
             ),
         ] {
-            let err = Parser::Php.parse(line, 1).unwrap_err();
+            let err = Parser::Mixed.parse(line, 1).unwrap_err();
             assert!(err.contains(expected), "{line}: {err}");
         }
+    }
+
+    /// Issue 12: one host takes both kinds; the line says which it is.
+    #[test]
+    fn mixed_lines_are_php_jobs_or_shell_tasks() {
+        let shell = Parser::Mixed
+            .parse(r#"{"id":1,"cmd":"echo hi","env":{"A":"1"}}"#, 1)
+            .unwrap();
+        assert_eq!(shell.work, Work::Shell("echo hi".into()));
+        let argv = Parser::Mixed.parse(r#"{"argv":["ls"]}"#, 2).unwrap();
+        assert_eq!(argv.work, Work::Argv(vec!["ls".into()]));
+        let php = Parser::Mixed
+            .parse(r#"{"call":"f","args":[1]}"#, 3)
+            .unwrap();
+        assert!(matches!(php.work, Work::Call { .. }));
+        let err = Parser::Mixed.parse(r#"{"id":4}"#, 4).unwrap_err();
+        assert!(err.contains("needs \"cmd\""), "{err}");
+        let err = Parser::Mixed.parse("[1]", 5).unwrap_err();
+        assert!(err.contains("\"call\""), "{err}");
     }
 
     #[test]

@@ -14,8 +14,8 @@ use crate::options::RunOptions;
 pub(crate) const AFTER_HELP: &str = "\
 Input lines look like {\"id\": 1, \"cmd\": \"gzip -k a.log\"} or
 {\"id\": 2, \"argv\": [\"gzip\", \"-k\", \"b.log\"]} (optional: env, cwd, stdin,
-timeout); with --php-bootstrap, {\"id\": 3, \"call\": \"App\\\\Jobs\\\\resize\",
-\"args\": [\"a.jpg\", 200]}. Each finished task writes one JSON line to stdout.
+timeout); with --php-bootstrap, also {\"id\": 3, \"call\":
+\"App\\\\Jobs\\\\resize\", \"args\": [\"a.jpg\", 200]}. Each finished task writes one JSON line to stdout.
 
 Exit status (as GNU parallel's):
   0         every task succeeded (or there were none)
