@@ -63,6 +63,54 @@ impl Task {
     }
 }
 
+impl Task {
+    /// The task as one JSON input line (without a newline), as `hearth
+    /// work` reads it from a queue job's payload: with its `id` always,
+    /// and with `timeout` (its own, else `default_timeout`) in seconds.
+    pub fn to_line(&self, default_timeout: Option<Duration>) -> String {
+        use serde_json::{Map, Value};
+        // `id` and a PHP job's `args` are JSON text already, and go in as
+        // they are (a Value would round numbers past 2^53).
+        let mut out = format!("{{\"id\":{}", self.id.get());
+        let mut line = Map::new();
+        match &self.work {
+            Work::Shell(cmd) => {
+                line.insert("cmd".into(), Value::String(cmd.clone()));
+            }
+            Work::Argv(argv) => {
+                line.insert("argv".into(), argv.clone().into());
+            }
+            Work::Call { function, args } => {
+                out.push_str(",\"args\":");
+                out.push_str(args);
+                line.insert("call".into(), Value::String(function.clone()));
+            }
+        }
+        if !self.env.is_empty() {
+            let env: Map<String, Value> = self
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            line.insert("env".into(), Value::Object(env));
+        }
+        if let Some(cwd) = &self.cwd {
+            line.insert("cwd".into(), cwd.to_string_lossy().into_owned().into());
+        }
+        if let Some(stdin) = &self.stdin {
+            line.insert("stdin".into(), Value::String(stdin.clone()));
+        }
+        if let Some(limit) = self.timeout.or(default_timeout) {
+            line.insert("timeout".into(), limit.as_secs_f64().into());
+        }
+        // The rest, as an object whose opening brace is dropped.
+        let rest = Value::Object(line).to_string();
+        out.push(',');
+        out.push_str(&rest[1..]);
+        out
+    }
+}
+
 /// Quotes an argument for display as a shell word.
 fn shell_quote(arg: &str) -> String {
     let plain = !arg.is_empty()
@@ -407,6 +455,47 @@ mod tests {
         assert!(err.contains("needs \"cmd\""), "{err}");
         let err = Parser::Mixed.parse("[1]", 5).unwrap_err();
         assert!(err.contains("\"call\""), "{err}");
+    }
+
+    /// Issue 12: `hearth run --queue` sends each task as a line that
+    /// parses back to the same task.
+    #[test]
+    fn a_task_as_a_line_parses_back_to_itself() {
+        for (parser, line) in [
+            (
+                Parser::Mixed,
+                r#"{"id":"a","cmd":"echo hi","env":{"A":"1"},"cwd":"/tmp","stdin":"x","timeout":1.5}"#,
+            ),
+            (Parser::Mixed, r#"{"argv":["ls","-l"]}"#),
+            (
+                Parser::Mixed,
+                r#"{"id":3,"call":"App\f","args":{"a":[1,"x"]},"timeout":"2s"}"#,
+            ),
+            (
+                Parser::Lines {
+                    template: vec!["gzip".into(), "{}".into()],
+                },
+                "a b.log",
+            ),
+        ] {
+            let task = parser.parse(line, 9).unwrap();
+            let again = Parser::Mixed.parse(&task.to_line(None), 1).unwrap();
+            assert_eq!(again.id.get(), task.id.get(), "{line}");
+            assert_eq!(again.work, task.work, "{line}");
+            assert_eq!(
+                (&again.env, &again.cwd, &again.stdin, again.timeout),
+                (&task.env, &task.cwd, &task.stdin, task.timeout),
+                "{line}"
+            );
+        }
+        let t = Parser::Mixed.parse(r#"{"cmd":"x"}"#, 4).unwrap();
+        let with_default = Parser::Mixed
+            .parse(&t.to_line(Some(Duration::from_millis(250))), 1)
+            .unwrap();
+        assert_eq!(
+            (with_default.id.get(), with_default.timeout),
+            ("4", Some(Duration::from_millis(250)))
+        );
     }
 
     #[test]

@@ -37,7 +37,13 @@ pub fn run(options: RunOptions) -> anyhow::Result<u8> {
     };
     // Kept alive until the run ends: it holds the job worker script.
     let mut scratch = None;
-    let php = match &options.php_bootstrap {
+    // With --queue, the consumers' workers run PHP jobs (a bootstrap in
+    // the config file is for local runs).
+    let php = match options
+        .php_bootstrap
+        .as_ref()
+        .filter(|_| options.queue.is_none())
+    {
         Some(bootstrap) => {
             let (config, dir) =
                 job_pool("run", bootstrap, |script| options.job_pool_config(script))?;
@@ -50,6 +56,26 @@ pub fn run(options: RunOptions) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    if let Some(url) = options.queue_url() {
+        let submitted = runtime.block_on(async {
+            let queue =
+                hearth_queue::Queue::open_url(url.clone(), hearth_queue::QueueConfig::default())
+                    .await
+                    .map_err(|e| format!("cannot open the queue {url}: {e}"))?;
+            hearth_run::submit::submit(config, input, queue).await
+        });
+        drop(runtime);
+        return Ok(match submitted {
+            Ok(summary) => {
+                summarize(&options, &summary);
+                summary.exit_code()
+            }
+            Err(message) => {
+                crate::say!("hearth run: {message}");
+                hearth_run::ERROR_STATUS
+            }
+        });
+    }
     let prepared = {
         let _held = StartingWorkers::begin();
         runtime.block_on(hearth_run::prepare(config, input))
@@ -64,6 +90,12 @@ pub fn run(options: RunOptions) -> anyhow::Result<u8> {
     // The runtime goes first: it owns the workers' pipes.
     drop(runtime);
     drop(scratch);
+    summarize(&options, &summary);
+    Ok(summary.exit_code())
+}
+
+/// The last line on a terminal: how the run went.
+fn summarize(options: &RunOptions, summary: &hearth_run::Summary) {
     use std::io::IsTerminal as _;
     if std::io::stderr().is_terminal() && !options.no_progress {
         let secs = summary.elapsed.as_secs_f64();
@@ -86,7 +118,6 @@ pub fn run(options: RunOptions) -> anyhow::Result<u8> {
             },
         );
     }
-    Ok(summary.exit_code())
 }
 
 /// Set while `hearth run` starts its PHP workers. The pool logs each
