@@ -16,6 +16,8 @@ Input lines look like {\"id\": 1, \"cmd\": \"gzip -k a.log\"} or
 {\"id\": 2, \"argv\": [\"gzip\", \"-k\", \"b.log\"]} (optional: env, cwd, stdin,
 timeout); with --php-bootstrap, also {\"id\": 3, \"call\":
 \"App\\\\Jobs\\\\resize\", \"args\": [\"a.jpg\", 200]}. Each finished task writes one JSON line to stdout.
+With --queue URL, the tasks run as jobs on the hosts that run `hearth work
+--queue URL`, and their results come back here as the same lines.
 
 Exit status (as GNU parallel's):
   0         every task succeeded (or there were none)
