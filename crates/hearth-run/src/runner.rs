@@ -230,10 +230,10 @@ impl std::fmt::Debug for Prepared {
 
 /// The signals that stop a run: the first starts nothing more, the second
 /// stops the running tasks.
-pub(crate) struct Signals {
-    pub(crate) int: tokio::signal::unix::Signal,
-    pub(crate) term: tokio::signal::unix::Signal,
-    pub(crate) hup: tokio::signal::unix::Signal,
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 /// Does everything that can refuse a batch as a whole, before any task

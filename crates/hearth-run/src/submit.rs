@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 
 use crate::output;
 use crate::runner::{
-    libc_sig, open, progress_bar, read_input, signal, Emitter, Item, Opened, Signals, Writer, QUEUE,
+    libc_sig, open, progress_bar, read_input, signal, Emitter, Item, Opened, Writer, QUEUE,
 };
 use crate::task::Parser;
 use crate::Input;
@@ -80,15 +80,9 @@ pub async fn submit(config: RunConfig, input: Input, queue: Queue) -> Result<Sum
         // The consumers decide what they can run: both kinds go.
         InputFormat::Json => Parser::Mixed,
     };
-    let Signals {
-        int: mut sigint,
-        term: mut sigterm,
-        hup: mut sighup,
-    } = Signals {
-        int: signal(tokio::signal::unix::SignalKind::interrupt())?,
-        term: signal(tokio::signal::unix::SignalKind::terminate())?,
-        hup: signal(tokio::signal::unix::SignalKind::hangup())?,
-    };
+    let mut sigint = signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let mut sigterm = signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut sighup = signal(tokio::signal::unix::SignalKind::hangup())?;
     let channel = channel_name();
     let url = queue.url().to_string();
     let reader_results = {
@@ -203,6 +197,7 @@ pub async fn submit(config: RunConfig, input: Input, queue: Queue) -> Result<Sum
                     }
                     if emitter.writer.closed {
                         submitting = false;
+                        batch.clear();
                     }
                 }
                 Some(Err(e)) => {
@@ -281,9 +276,15 @@ pub async fn submit(config: RunConfig, input: Input, queue: Queue) -> Result<Sum
                 quiet_since = tokio::time::Instant::now();
                 note_every = (note_every * 2).min(MAX_NOTE_EVERY);
             }
-            _ = sigint.recv() => if on_signal(libc_sig::INT, &mut summary, &mut submitting, outstanding.len(), config.joblog.is_some(), &progress) { stopped_waiting = true; break },
-            _ = sigterm.recv() => if on_signal(libc_sig::TERM, &mut summary, &mut submitting, outstanding.len(), config.joblog.is_some(), &progress) { stopped_waiting = true; break },
-            _ = sighup.recv() => if on_signal(libc_sig::HUP, &mut summary, &mut submitting, outstanding.len(), config.joblog.is_some(), &progress) { stopped_waiting = true; break },
+            sig = signals(&mut sigint, &mut sigterm, &mut sighup) => {
+                // Read but not pushed: left for --resume, as tasks a local
+                // run had not started.
+                batch.clear();
+                if on_signal(sig, &mut summary, &mut submitting, outstanding.len(), config.joblog.is_some(), &progress) {
+                    stopped_waiting = true;
+                    break;
+                }
+            }
         }
     }
     if stopped_waiting {
@@ -306,6 +307,19 @@ pub async fn submit(config: RunConfig, input: Input, queue: Queue) -> Result<Sum
     }
     summary.elapsed = clock.elapsed();
     Ok(summary)
+}
+
+/// The next SIGINT, SIGTERM or SIGHUP (a closed terminal: as SIGTERM).
+async fn signals(
+    int: &mut tokio::signal::unix::Signal,
+    term: &mut tokio::signal::unix::Signal,
+    hup: &mut tokio::signal::unix::Signal,
+) -> i32 {
+    tokio::select! {
+        _ = int.recv() => libc_sig::INT,
+        _ = term.recv() => libc_sig::TERM,
+        _ = hup.recv() => libc_sig::HUP,
+    }
 }
 
 /// First SIGINT, SIGTERM or SIGHUP: submit nothing more and wait for the
@@ -436,9 +450,9 @@ fn dead_line(p: &Pending, r: &JobResult, reason: &str, error: &str, now: f64) ->
     if timed_out {
         line.push_str(",\"timed_out\":true");
     }
-    let _ = write!(
+    let _ = writeln!(
         line,
-        ",\"error\":{},\"dead\":{},\"job\":{}}}\n",
+        ",\"error\":{},\"dead\":{},\"job\":{}}}",
         serde_json::Value::String(error.to_owned()),
         serde_json::Value::String(reason.to_owned()),
         r.id
