@@ -307,6 +307,51 @@ fn a_batch_comes_back_as_a_local_run_through_a_file() {
     a_batch_comes_back_as_a_local_run(Engine::file());
 }
 
+/// A batch longer than the 10,000 jobs a run keeps outstanding streams
+/// through: the next tasks are pushed as results come back, and every
+/// result arrives once.
+#[test]
+fn a_batch_past_the_outstanding_bound_streams_through() {
+    let engine = Engine::redis();
+    let dir = app_dir();
+    let input = dir.path().join("tasks");
+    let n = 25_000u64;
+    let mut text = String::new();
+    for i in 0..n {
+        text.push_str(&format!(
+            "{{\"call\":\"App\\\\Jobs\\\\add\",\"args\":[{i},1]}}\n"
+        ));
+    }
+    std::fs::write(&input, text).unwrap();
+    let _consumers = [
+        Work::start(
+            &engine,
+            dir.path(),
+            &["-j", "2", "--php-bootstrap", "bootstrap.php"],
+        ),
+        Work::start(
+            &engine,
+            dir.path(),
+            &["-j", "2", "--php-bootstrap", "bootstrap.php"],
+        ),
+    ];
+    let ran = run(
+        dir.path(),
+        &["--queue", &engine.url(), input.to_str().unwrap()],
+        "",
+    );
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    assert_eq!(ran.results.len() as u64, n);
+    let mut seqs = BTreeSet::new();
+    for r in &ran.results {
+        let seq = r["seq"].as_u64().unwrap();
+        assert_eq!(r["result"].as_u64(), Some(seq), "{r}");
+        assert!(seqs.insert(seq), "two results for {seq}");
+    }
+    assert_eq!(seqs.len() as u64, n);
+    assert_eq!(Producer::open(&engine).stats().pushed, n);
+}
+
 /// `--lines`, a COMMAND, `--keep-order`, `--timeout` and `--retries`
 /// carry over: the timeout into each job, the retries as its attempts.
 #[test]
