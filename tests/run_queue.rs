@@ -445,6 +445,68 @@ fn resume_submits_only_the_unfinished_tasks() {
     }
 }
 
+/// Ctrl-C twice, then `--resume`: the tasks with a result are skipped,
+/// the others submitted again (the jobs the first run left queued still
+/// run too: at least once).
+#[test]
+fn interrupted_then_resumed() {
+    let engine = Engine::file();
+    let dir = tempfile::tempdir().unwrap();
+    // Room for the jobs of both runs at once.
+    let _work = Work::start(&engine, dir.path(), &["-j", "4"]);
+    let url = engine.url();
+    let tasks = dir.path().join("tasks");
+    std::fs::write(
+        &tasks,
+        lines(&[
+            json!({"id": "quick", "cmd": "echo quick"}),
+            json!({"id": "slow1", "cmd": "sleep 3; echo slow1"}),
+            json!({"id": "slow2", "cmd": "sleep 3; echo slow2"}),
+        ]),
+    )
+    .unwrap();
+    let joblog = dir.path().join("jobs.log");
+    let joblog = joblog.to_str().unwrap();
+    let mut first = Background::start(dir.path(), &["--queue", &url, "--joblog", joblog], &tasks);
+    eventually("the quick task's line in the job log", || {
+        std::fs::read_to_string(joblog).is_ok_and(|l| l.contains("echo quick"))
+    });
+    first.signal(rustix::process::Signal::INT);
+    first.wait_for_stderr("SIGINT: submitting no more tasks");
+    first.signal(rustix::process::Signal::INT);
+    assert_eq!(first.wait_exit(), Some(130), "{}", first.stderr());
+    assert!(
+        first.stderr().contains(
+            "run it again with the same --joblog and --resume to submit the tasks without a result"
+        ),
+        "{}",
+        first.stderr()
+    );
+    let again = run(
+        dir.path(),
+        &[
+            "--queue",
+            &url,
+            "--joblog",
+            joblog,
+            "--resume",
+            tasks.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    let r = again.by_id();
+    assert_eq!(r["quick"]["skipped"], true);
+    for id in ["slow1", "slow2"] {
+        assert_eq!(r[id]["stdout"], format!("{id}\n"), "{}", r[id]);
+    }
+    assert_eq!(
+        Producer::open(&engine).stats().pushed,
+        5,
+        "3, then the 2 without a result"
+    );
+}
+
 /// Without a consumer, nothing is taken: the run says so on stderr,
 /// naming the queue and how many jobs wait, rather than hang silently. A
 /// first Ctrl-C submits nothing more and says that the queued jobs keep
