@@ -57,10 +57,13 @@ fn shell_jobs_run_with_results(engine: Engine) {
     assert_eq!(error, "exit status 3; stderr: oops");
     let (reason, error) = dead(&r[&slow]);
     assert_eq!(reason, DeadReason::Failed);
-    assert!(
-        error.starts_with("ran past its time limit: stopped after 0.3"),
-        "{error}"
-    );
+    // Stopped at its limit or, on a busy machine, a little after it.
+    let after: f64 = error
+        .strip_prefix("ran past its time limit: stopped after ")
+        .and_then(|rest| rest.split('s').next())
+        .and_then(|secs| secs.parse().ok())
+        .unwrap_or_else(|| panic!("{error}"));
+    assert!(after >= 0.3, "{error}");
     assert!(error.ends_with("(killed by SIGTERM)"), "{error}");
     let (_, error) = dead(&r[&missing]);
     assert!(

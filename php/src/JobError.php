@@ -5,8 +5,9 @@ declare(strict_types=1);
 namespace Hearth;
 
 /**
- * How a job run by TaskRunner::map() failed: what it threw, or how it ended
- * when it did not throw (it called exit, its worker died, it timed out).
+ * How a job failed: what it threw, or how it ended when it did not throw
+ * (it called exit, its worker died, it timed out). TaskRunner::map() returns
+ * it as a value in place of the job's result; Jobs::call() throws it.
  *
  *     foreach (TaskRunner::map($bootstrap, 'App\resize', $files) as $file => $result) {
  *         if ($result instanceof Hearth\JobError) {
@@ -16,10 +17,32 @@ namespace Hearth;
  *         ...
  *     }
  *
+ *     try {
+ *         $pdf = Hearth\Jobs::call('App\Pdf::render', [$id], timeout: 5);
+ *     } catch (Hearth\JobError $e) {
+ *         $logger->error((string) $e);      // the remote class, message, file:line and trace
+ *     }
+ *
  * The exception itself stays in the worker; this is a copy of what it said.
+ * Read its properties ($class, $message, $code, $file, $line, $trace, ...)
+ * or the Throwable methods: getMessage(), getCode(), getFile() and getLine()
+ * give the remote exception's; getPrevious() is the exception itself when
+ * Jobs::call() ran the function in this process.
  */
-final class JobError
+final class JobError extends \RuntimeException
 {
+    /** @var string what went wrong, never empty */
+    public $message;
+
+    /** @var int|string the exception's code (a string for e.g. PDOException) */
+    public $code;
+
+    /** where it was thrown; '' otherwise */
+    public string $file;
+
+    /** the line in $file; 0 otherwise */
+    public int $line;
+
     /**
      * @param string     $class   the class of what the job threw; 'exit' when it called exit()
      *                            or die(); '' when its worker died or it timed out
@@ -31,18 +54,45 @@ final class JobError
      * @param int|null   $status  the job's status: 1 when it threw or called exit, null when its worker died
      * @param string|null $signal the signal that ended the job's worker ("SIGKILL", "SIGSEGV", ...)
      * @param bool       $timedOut whether the job was stopped because it ran past its timeout
+     * @param \Throwable|null $previous the exception itself, when it was thrown in this process
      */
     public function __construct(
         public readonly string $class,
-        public readonly string $message,
-        public readonly int|string $code = 0,
-        public readonly string $file = '',
-        public readonly int $line = 0,
+        string $message,
+        int|string $code = 0,
+        string $file = '',
+        int $line = 0,
         public readonly string $trace = '',
         public readonly ?int $status = 1,
         public readonly ?string $signal = null,
         public readonly bool $timedOut = false,
+        ?\Throwable $previous = null,
     ) {
+        parent::__construct($message, 0, $previous);
+        $this->message = $message;
+        $this->code = $code;
+        $this->file = $file;
+        $this->line = $line;
+    }
+
+    /**
+     * The copy of an exception thrown in this process (Jobs::call()'s
+     * fallback), the same as one thrown in a worker would give.
+     */
+    public static function fromThrowable(\Throwable $e, string $trace): self
+    {
+        return new self(
+            $e::class,
+            $e->getMessage() !== '' ? $e->getMessage() : $e::class . ' (no message)',
+            $e->getCode(),
+            $e->getFile(),
+            $e->getLine(),
+            $trace,
+            1,
+            null,
+            false,
+            $e,
+        );
     }
 
     /**
@@ -85,14 +135,6 @@ final class JobError
             $signal,
             $timedOut,
         );
-    }
-
-    /**
-     * What went wrong, as Throwable::getMessage() would say it.
-     */
-    public function getMessage(): string
-    {
-        return $this->message;
     }
 
     /**

@@ -200,10 +200,17 @@ pub struct Work {
 impl Work {
     /// `hearth work --queue URL ARGS` in `dir`, logging at debug level.
     pub fn start(engine: &Engine, dir: &Path, args: &[&str]) -> Work {
+        let url = engine.url();
+        let mut all = vec!["--queue", url.as_str()];
+        all.extend_from_slice(args);
+        Work::spawn(dir, &all)
+    }
+
+    /// `hearth work ARGS` in `dir`, logging at debug level, once it says
+    /// it is taking work.
+    pub fn spawn(dir: &Path, args: &[&str]) -> Work {
         let mut child = Command::new(HEARTH)
             .arg("work")
-            .arg("--queue")
-            .arg(engine.url())
             .args(args)
             .current_dir(dir)
             .env("HEARTH_LOG", "debug")
@@ -243,6 +250,10 @@ impl Work {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn signal(&self, signal: rustix::process::Signal) {

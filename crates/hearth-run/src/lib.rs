@@ -10,6 +10,7 @@
 //! (`hearth run --queue`). [`executor`] is the one way a task runs, shared with [`work`], the loop
 //! of `hearth work`, which takes its tasks from a queue.
 
+pub mod calls;
 pub mod duration;
 pub mod exec;
 pub mod executor;

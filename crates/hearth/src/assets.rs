@@ -23,6 +23,7 @@ const FILES: &[(&str, &str)] = &[
     php_file!("php/src/TaskRunner.php"),
     php_file!("php/src/TaskRunnerException.php"),
     php_file!("php/src/JobError.php"),
+    php_file!("php/src/Jobs.php"),
     php_file!("php/src/Queue.php"),
     php_file!("php/src/QueueError.php"),
     php_file!("php/src/QueueJob.php"),

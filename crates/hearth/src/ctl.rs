@@ -134,7 +134,7 @@ fn memory(bytes: &Value) -> String {
 /// The status as a table for people.
 fn table(status: &Value) -> String {
     use std::fmt::Write as _;
-    if status["work"].is_object() {
+    if status["work"].is_object() || status["calls"].is_object() {
         return work_table(status);
     }
     let mut out = String::new();
@@ -169,12 +169,33 @@ fn table(status: &Value) -> String {
     out
 }
 
-/// The status of a `hearth work`: its jobs, its queue's counts, and its
-/// PHP job workers if it has any.
+/// The status of a `hearth work`: its jobs, its queue's counts, its calls,
+/// and its PHP job workers if it has any.
 fn work_table(status: &Value) -> String {
     use std::fmt::Write as _;
     let work = &status["work"];
+    let calls = &status["calls"];
     let mut out = String::new();
+    if !work.is_object() {
+        let _ = writeln!(
+            out,
+            "hearth {} (pid {}) taking calls on unix:{}, up {}{}",
+            status["version"].as_str().unwrap_or("?"),
+            status["pid"],
+            calls["socket"].as_str().unwrap_or("?"),
+            duration(status["uptime"].as_f64().unwrap_or(0.0)),
+            if status["stopping"] == Value::Bool(true) {
+                ", stopping"
+            } else {
+                ""
+            },
+        );
+        out.push_str(&calls_line(calls));
+        if status["pool"].is_object() {
+            out.push_str(&pool_lines(status));
+        }
+        return out;
+    }
     let _ = writeln!(
         out,
         "hearth {} (pid {}) taking {} from {} as {}, up {}{}",
@@ -222,10 +243,30 @@ fn work_table(status: &Value) -> String {
             );
         }
     }
+    if calls.is_object() {
+        out.push_str(&calls_line(calls));
+    }
     if status["pool"].is_object() {
         out.push_str(&pool_lines(status));
     }
     out
+}
+
+/// The call listener's line.
+fn calls_line(calls: &Value) -> String {
+    format!(
+        "calls on unix:{}: {} connected, {} running; ok {}, failed {}, timed out {}, refused {}, interrupted {}; callers turned away {}, malformed {}\n",
+        calls["socket"].as_str().unwrap_or("?"),
+        calls["connections"],
+        calls["running"],
+        calls["ok"],
+        calls["failed"],
+        calls["timed_out"],
+        calls["refused"],
+        calls["interrupted"],
+        calls["turned_away"],
+        calls["malformed"],
+    )
 }
 
 /// The pool's line, and its workers.

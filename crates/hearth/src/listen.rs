@@ -76,7 +76,7 @@ pub async fn bind(listen: &Listen, inherited: Option<Inherited>) -> anyhow::Resu
             })
         }
         ListenAddr::Unix(path) => {
-            let (listener, file) = bind_unix(&path)
+            let (listener, file) = bind_unix(&path, SOCKET_MODE)
                 .with_context(|| format!("cannot listen on unix:{}", path.display()))?;
             Ok(Bound {
                 listener: tokio::net::UnixListener::from_std(listener)?.into(),
@@ -88,7 +88,20 @@ pub async fn bind(listen: &Listen, inherited: Option<Inherited>) -> anyhow::Resu
 }
 
 /// Binds a unix socket at `path` (absolute), replacing a stale one.
-fn bind_unix(path: &Path) -> anyhow::Result<(std::os::unix::net::UnixListener, SocketFile)> {
+/// Binds a unix socket at `path` with the permission bits `mode` (the same
+/// rules as `--listen unix:PATH`: a stale socket is replaced, anything
+/// else refused), for another listener than the HTTP front's.
+pub fn bind_socket_file(
+    path: &Path,
+    mode: u32,
+) -> anyhow::Result<(std::os::unix::net::UnixListener, SocketFile)> {
+    bind_unix(path, mode).with_context(|| format!("cannot listen on unix:{}", path.display()))
+}
+
+fn bind_unix(
+    path: &Path,
+    mode: u32,
+) -> anyhow::Result<(std::os::unix::net::UnixListener, SocketFile)> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) if !meta.file_type().is_socket() => {
             bail!("the path exists and is not a socket (remove it, or choose another path)")
@@ -113,7 +126,7 @@ fn bind_unix(path: &Path) -> anyhow::Result<(std::os::unix::net::UnixListener, S
         }
     }
     let listener = std::os::unix::net::UnixListener::bind(path)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE))
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .context("cannot set the socket's mode")?;
     listener.set_nonblocking(true)?;
     let ino = std::fs::symlink_metadata(path)?.ino();

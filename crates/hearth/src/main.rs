@@ -54,7 +54,7 @@ enum Command {
     /// Run tasks in parallel: shell commands, or PHP jobs in warm PHP workers.
     #[command(after_help = run::AFTER_HELP)]
     Run(options::CommandLine<options::RunOptions>),
-    /// Take jobs from a queue and run them: shell tasks, or PHP jobs in warm PHP workers.
+    /// Take jobs from a queue, or calls on a unix socket, and run them: shell tasks, or PHP jobs in warm PHP workers.
     #[command(after_help = work::AFTER_HELP)]
     Work(options::CommandLine<options::WorkOptions>),
     /// Look into a queue and act on it: stats, peek, retry, purge, push.

@@ -74,6 +74,27 @@ final class FailureReport
     }
 
     /**
+     * The exception's trace down to the function a job called: the frames
+     * of $caller (the code that called it) and below are the same for
+     * every job and say nothing.
+     */
+    public static function traceBelow(\Throwable $e, string $caller): string
+    {
+        $frames = 0;
+        foreach ($e->getTrace() as $frame) {
+            if (($frame['class'] ?? '') === $caller) {
+                break;
+            }
+            $frames++;
+        }
+        $lines = explode("\n", $e->getTraceAsString());
+        if ($frames >= count($lines) - 1) {
+            return implode("\n", $lines);
+        }
+        return implode("\n", array_slice($lines, 0, $frames)) . ($frames > 0 ? "\n" : '') . "#{$frames} {main}";
+    }
+
+    /**
      * Sends an ERROR frame for the log about the request $requestId.
      *
      * @param \Throwable|array{type:int,message:string,file:string,line:int} $failure

@@ -97,7 +97,7 @@ final class JobRuntime
                 );
             }
         } catch (\Throwable $e) {
-            $json = self::failure(FailureReport::describe($e, self::traceOfJob($e)));
+            $json = self::failure(FailureReport::describe($e, FailureReport::traceBelow($e, self::class)));
         } finally {
             unset($_SERVER['HEARTH_JOB_ID'], $_SERVER['HEARTH_JOB_ATTEMPT']);
         }
@@ -109,7 +109,8 @@ final class JobRuntime
      * A job taken from a queue (`hearth work`) sees its id and attempt in
      * `$_SERVER['HEARTH_JOB_ID']` and `['HEARTH_JOB_ATTEMPT']` during the
      * call, as a shell task sees them in its environment, to make its
-     * effect idempotent; a call without them (`hearth run`) sees neither.
+     * effect idempotent; a call without them (`hearth run`, a call through
+     * `hearth work --listen`) sees neither.
      *
      * @param array<string, string> $fields
      */
@@ -195,26 +196,6 @@ final class JobRuntime
         } catch (\Throwable $e) {
             Log::write('could not report the job\'s end while shutting down: ' . $e->getMessage());
         }
-    }
-
-    /**
-     * The exception's trace down to the job's function: the frames of this
-     * runtime below it are the same for every job and say nothing.
-     */
-    private static function traceOfJob(\Throwable $e): string
-    {
-        $frames = 0;
-        foreach ($e->getTrace() as $frame) {
-            if (($frame['class'] ?? '') === self::class) {
-                break;
-            }
-            $frames++;
-        }
-        $lines = explode("\n", $e->getTraceAsString());
-        if ($frames >= count($lines) - 1) {
-            return implode("\n", $lines);
-        }
-        return implode("\n", array_slice($lines, 0, $frames)) . ($frames > 0 ? "\n" : '') . "#{$frames} {main}";
     }
 
     /** @param array<string, mixed> $error */

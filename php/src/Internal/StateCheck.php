@@ -113,9 +113,12 @@ final class StateCheck
      * What libraries used without a Hearth integration rewrite by design
      * (see ignore()): Twig's and the YAML parser's scratch state while
      * they compile and parse, a Slim 3 route's arguments (put back when
-     * the route is next dispatched) and its flag of having been built.
+     * the route is next dispatched) and its flag of having been built;
+     * and Hearth\Jobs' connections, kept open from call to call on purpose.
      */
     private const LIBRARY_IGNORES = [
+        'Hearth\\Jobs::$connections',
+        'Hearth\\Jobs::$lastId',
         'Twig\\Compiler',
         'Twig\\Lexer',
         'Twig\\Parser',

@@ -456,6 +456,17 @@ fn work_reads_its_section_and_its_queue_file_is_relative_to_it() {
     // A queue URL given as a flag is taken as it is.
     let o = work(&["--queue", "file:jobs.db"], Some(file)).unwrap();
     assert_eq!(o.queue.as_deref(), Some("file:jobs.db"));
+    // The call socket of a file: relative to it; its mode in octal.
+    let calls = "[work]\nlisten = \"unix:run/jobs.sock\"\nlisten_mode = \"0600\"\nphp_bootstrap = \"boot.php\"\n";
+    let o = work(&[], Some(calls)).unwrap();
+    let socket = o.listen_path().unwrap();
+    assert!(
+        socket.is_absolute() && socket.ends_with("run/jobs.sock"),
+        "{socket:?}"
+    );
+    assert_eq!(o.listen_mode.0, 0o600);
+    assert_eq!(o.queue_url(), None);
+    assert_eq!(o.call_config().max_connections, 256);
     let o = work(&["-q", "redis://127.0.0.1/jobs"], None).unwrap();
     assert_eq!(o.max_output, Size(256 << 10));
     assert_eq!(o.grace_period, Seconds::from_secs(30));
@@ -465,14 +476,15 @@ fn work_reads_its_section_and_its_queue_file_is_relative_to_it() {
 #[test]
 fn work_refuses_what_cannot_work_naming_where_it_came_from() {
     for (args, file, expected) in [
-        (&[][..], None, "--queue: is needed: the queue to take jobs from (redis://HOST:PORT/NAME or file:PATH)"),
+        (&[][..], None, "--queue: is needed: the queue to take jobs from (redis://HOST:PORT/NAME or file:PATH), or --listen, the socket to take calls on (unix:PATH), or both"),
+        (&["--listen", "unix:jobs.sock"][..], Some("[work]\nlisten_mode = \"0999\"\n"), "/etc/app/hearth.toml: [work] listen_mode: \"0999\" is not a file mode in octal like 0660 (permission bits only, at most 0777) (line 2)"),
         (&["-q", "rediss://h/q"][..], None, "--queue: queue URL: rediss://h/q: TLS and unix sockets are not supported; use redis://HOST:PORT/NAME"),
         (&[][..], Some("[work]\nqueue = \"redis://h/a b\"\n"), "/etc/app/hearth.toml: [work] queue: queue URL: redis://h/a b: queue name \"a%20b\": expected 1 to 128 of A-Z a-z 0-9 . _ -"),
         (&["-q", "file:x.db", "--visibility-timeout", "0.5"][..], None, "--visibility-timeout: must be at least 1s (a running job's hold is renewed every third of it)"),
         (&["-q", "file:x.db", "-j", "0"][..], None, "--jobs: must be at least 1"),
         (&["-q", "file:x.db", "--ttl", "1h"][..], None, "--ttl: needs --php-bootstrap"),
         (&["-q", "file:x.db", "--php", "php8.2"][..], None, "--php: needs --php-bootstrap"),
-        (&["-q", "file:x.db"][..], Some("[work]\nretries = 3\n"), "/etc/app/hearth.toml: [work] retries: unknown key, expected one of `queue`, `jobs`, `timeout`, `kill_after`, `max_output`, `grace_period`, `visibility_timeout`, `php_bootstrap`, `php`, `ini`, `boot_timeout`, `max_jobs`, `max_memory`, `ttl`, `control_socket`, `admin` (line 2)"),
+        (&["-q", "file:x.db"][..], Some("[work]\nretries = 3\n"), "/etc/app/hearth.toml: [work] retries: unknown key, expected one of `queue`, `listen`, `listen_mode`, `max_callers`, `jobs`, `timeout`, `kill_after`, `max_output`, `grace_period`, `visibility_timeout`, `php_bootstrap`, `php`, `ini`, `boot_timeout`, `max_jobs`, `max_memory`, `ttl`, `control_socket`, `admin` (line 2)"),
     ] {
         assert_eq!(refused(work(args, file)), expected, "{args:?} {file:?}");
     }

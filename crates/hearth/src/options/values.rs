@@ -227,6 +227,31 @@ impl fmt::Display for Listen {
     }
 }
 
+/// A unix socket file's permission bits, in octal like chmod's (`0660`,
+/// `660`), as php-fpm's `listen.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SocketMode(pub u32);
+
+impl std::str::FromStr for SocketMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<SocketMode, String> {
+        let digits = s.trim();
+        match u32::from_str_radix(digits, 8) {
+            Ok(mode) if !digits.is_empty() && mode <= 0o777 => Ok(SocketMode(mode)),
+            _ => Err(format!(
+                "{s:?} is not a file mode in octal like 0660 (permission bits only, at most 0777)"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for SocketMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:04o}", self.0)
+    }
+}
+
 /// Whether workers load the Hearth PHP extension: `auto`, `off` or the
 /// path of the extension's file.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -447,6 +472,7 @@ serialize_as_text!(
     Seconds,
     Address,
     Listen,
+    SocketMode,
     Proxy,
     ExtensionChoice,
     IndexFiles,
@@ -477,7 +503,14 @@ macro_rules! deserialize_from_text {
         }
     )*};
 }
-deserialize_from_text!(Address, Listen, Proxy, ExtensionChoice, Fallback);
+deserialize_from_text!(
+    Address,
+    Listen,
+    SocketMode,
+    Proxy,
+    ExtensionChoice,
+    Fallback
+);
 
 /// `--access-log` and `access_log`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]

@@ -14,7 +14,7 @@ use hearth_queue::{QueueConfig, QueueUrl};
 use serde::{Deserialize, Serialize};
 
 use super::run::{check_job_workers, job_workers};
-use super::values::{self, Address, Seconds, Size};
+use super::values::{self, Address, Listen, Seconds, Size, SocketMode};
 use super::{Fault, Origins, RunOptions, Section};
 
 /// Everything `hearth work` can be told. A field's doc comment is its
@@ -25,9 +25,25 @@ use super::{Fault, Origins, RunOptions, Section};
 pub struct WorkOptions {
     /// The queue to take jobs from: redis://HOST[:PORT][/DB]/NAME, or file:PATH
     /// (a queue file on this host; in the config file, relative to it)
-    /// [default: none, required]
+    /// [default: none; --queue or --listen is needed]
     #[arg(long, short, value_name = "URL")]
     pub queue: Option<String>,
+
+    /// Take synchronous calls (Hearth\Jobs::call from php-fpm, the CLI or a
+    /// Hearth worker) on this unix socket: unix:PATH (with --php-bootstrap)
+    /// [default: none]
+    #[arg(long, value_name = "unix:PATH")]
+    pub listen: Option<Listen>,
+
+    /// Permission bits of the --listen socket, in octal. Whoever may connect
+    /// may call any function the bootstrap can: give it to the app's users only
+    #[arg(long, value_name = "MODE")]
+    pub listen_mode: SocketMode,
+
+    /// Callers connected at once on --listen; one more is told the listener is
+    /// busy and closed
+    #[arg(long, value_name = "N")]
+    pub max_callers: usize,
 
     /// TOML file with these options under [work]
     #[arg(long, short, value_name = "FILE")]
@@ -112,6 +128,9 @@ impl Default for WorkOptions {
         let run = RunOptions::default();
         WorkOptions {
             queue: None,
+            listen: None,
+            listen_mode: SocketMode(0o660),
+            max_callers: 256,
             config: None,
             jobs: None,
             timeout: None,
@@ -152,6 +171,11 @@ impl Section for WorkOptions {
     }
 
     fn paths_from_file(&mut self, dir: &Path) {
+        if let Some(Listen::Unix(path)) = &mut self.listen {
+            if path.is_relative() {
+                *path = dir.join(&*path);
+            }
+        }
         // file:PATH in the file: relative to it, as the other paths.
         if let Some(url) = &self.queue {
             if let Some(path) = url.strip_prefix("file:") {
@@ -170,16 +194,42 @@ impl Section for WorkOptions {
     }
 
     fn validate(&self, given: &Origins<'_>) -> Result<(), Fault> {
-        match &self.queue {
-            None => {
-                return Err(Fault::new(
-                    "queue",
-                    "is needed: the queue to take jobs from (redis://HOST:PORT/NAME or file:PATH)",
-                ))
-            }
-            Some(url) => {
+        match (&self.queue, &self.listen) {
+            (None, None) => return Err(Fault::new(
+                "queue",
+                "is needed: the queue to take jobs from (redis://HOST:PORT/NAME or file:PATH), \
+                     or {listen}, the socket to take calls on (unix:PATH), or both",
+            )),
+            (Some(url), _) => {
                 QueueUrl::parse(url).map_err(|e| Fault::new("queue", e.to_string()))?;
             }
+            (None, Some(_)) => {}
+        }
+        match &self.listen {
+            Some(Listen::Tcp(_)) => {
+                return Err(Fault::new(
+                    "listen",
+                    "takes unix:PATH only: a call runs any function the bootstrap can, \
+                     so it is never offered on a network port",
+                ))
+            }
+            Some(Listen::Unix(_)) if self.php_bootstrap.is_none() => {
+                return Err(Fault::new(
+                    "listen",
+                    "needs {php_bootstrap}: calls run in warm PHP job workers",
+                ))
+            }
+            Some(_) => {}
+            None => {
+                for field in ["listen_mode", "max_callers"] {
+                    if given.on_command_line(field) {
+                        return Err(Fault::new(field, "needs {listen}"));
+                    }
+                }
+            }
+        }
+        if self.max_callers == 0 {
+            return Err(Fault::new("max_callers", "must be at least 1"));
         }
         if self.jobs == Some(0) {
             return Err(Fault::new("jobs", "must be at least 1"));
@@ -206,10 +256,30 @@ impl WorkOptions {
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
     }
 
-    /// The queue's URL (checked by `validate`).
-    pub fn queue_url(&self) -> QueueUrl {
-        let url = self.queue.as_deref().unwrap_or_default();
-        QueueUrl::parse(url).unwrap_or_else(|_| QueueUrl::File(PathBuf::from(url)))
+    /// The queue's URL (checked by `validate`), if it takes jobs from one.
+    pub fn queue_url(&self) -> Option<QueueUrl> {
+        let url = self.queue.as_deref()?;
+        Some(QueueUrl::parse(url).unwrap_or_else(|_| QueueUrl::File(PathBuf::from(url))))
+    }
+
+    /// The call listener's socket path (checked by `validate`), if any.
+    pub fn listen_path(&self) -> Option<PathBuf> {
+        match &self.listen {
+            Some(Listen::Unix(path)) => {
+                Some(std::path::absolute(path).unwrap_or_else(|_| path.clone()))
+            }
+            _ => None,
+        }
+    }
+
+    /// The call listener's configuration.
+    pub fn call_config(&self) -> hearth_run::calls::CallConfig {
+        hearth_run::calls::CallConfig {
+            max_connections: self.max_callers,
+            max_timeout: self.timeout.and_then(Seconds::nonzero),
+            grace_period: self.grace_period.0,
+            ..hearth_run::calls::CallConfig::default()
+        }
     }
 
     /// The queue handle's settings.

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use hearth_http::{Metrics, PoolReport, PoolSnapshot};
 use hearth_queue::{Queue, Stats};
+use hearth_run::calls::{CallCounters, CallEnd, CallObserver, CallSummary};
 use hearth_run::work::{JobEnd, JobObserver, WorkCounters};
 use hearth_run::Executor;
 use prometheus_client::collector::Collector;
@@ -42,10 +43,13 @@ struct EndLabels {
 /// A running `hearth work`, as status and metrics see it.
 #[derive(Debug)]
 pub struct Observed {
-    queue: Queue,
+    /// The queue and this process's consumer name, when it takes jobs.
+    queue: Option<(Queue, String)>,
     /// The queue's URL, without a password.
     shown: String,
-    consumer: String,
+    /// The call listener's socket and counts, when it takes calls.
+    calls: Option<(String, Arc<CallCounters>)>,
+    call_durations: Family<EndLabels, Histogram, fn() -> Histogram>,
     slots: usize,
     counters: Arc<WorkCounters>,
     executor: Executor,
@@ -56,17 +60,23 @@ pub struct Observed {
 
 impl Observed {
     pub fn new(
-        queue: Queue,
-        consumer: String,
+        queue: Option<(Queue, String)>,
+        calls: Option<(String, Arc<CallCounters>)>,
         slots: usize,
         counters: Arc<WorkCounters>,
         executor: Executor,
     ) -> Arc<Observed> {
-        let shown = queue.url().to_string();
+        let shown = queue
+            .as_ref()
+            .map(|(q, _)| q.url().to_string())
+            .unwrap_or_default();
         let observed = Arc::new(Observed {
             queue,
             shown,
-            consumer,
+            calls: calls.clone(),
+            call_durations: Family::new_with_constructor(
+                (|| Histogram::new(BUCKETS)) as fn() -> Histogram,
+            ),
             slots,
             counters: counters.clone(),
             executor,
@@ -76,7 +86,31 @@ impl Observed {
             ),
         });
         counters.observe(observed.clone());
+        if let Some((_, calls)) = calls {
+            calls.observe(observed.clone());
+        }
         observed
+    }
+
+    /// The call listener's counts, when it takes calls.
+    pub fn calls_summary(&self) -> Option<CallSummary> {
+        self.calls.as_ref().map(|(_, c)| c.summary())
+    }
+
+    fn calls_json(socket: &str, summary: &CallSummary, slots: usize) -> Value {
+        json!({
+            "socket": socket,
+            "workers": slots,
+            "connections": summary.connections,
+            "running": summary.running,
+            "ok": summary.ok,
+            "failed": summary.failed,
+            "timed_out": summary.timed_out,
+            "refused": summary.refused,
+            "interrupted": summary.interrupted,
+            "turned_away": summary.turned_away,
+            "malformed": summary.malformed,
+        })
     }
 
     fn stats_json(stats: &Stats) -> Value {
@@ -105,6 +139,16 @@ impl JobObserver for Observed {
     }
 }
 
+impl CallObserver for Observed {
+    fn ended(&self, how: CallEnd, took: Duration) {
+        self.call_durations
+            .get_or_create(&EndLabels {
+                outcome: how.as_str(),
+            })
+            .observe(took.as_secs_f64());
+    }
+}
+
 impl Controlled for Observed {
     fn status<'a>(&'a self, state: &'a ControlState) -> Boxed<'a, Value> {
         Box::pin(async move {
@@ -117,15 +161,21 @@ impl Controlled for Observed {
                 }),
             };
             report["stopping"] = json!(self.counters.stopping());
+            if let Some((socket, calls)) = &self.calls {
+                report["calls"] = Observed::calls_json(socket, &calls.summary(), self.slots);
+            }
+            let Some((queue, consumer)) = &self.queue else {
+                return report;
+            };
             let done = self.counters.summary();
-            let queue = match tokio::time::timeout(STATS_WAIT, self.queue.stats()).await {
+            let stats = match tokio::time::timeout(STATS_WAIT, queue.stats()).await {
                 Ok(Ok(stats)) => Observed::stats_json(&stats),
                 Ok(Err(e)) => json!({"error": e.to_string()}),
                 Err(_) => json!({"error": format!("no answer within {STATS_WAIT:?}")}),
             };
             report["work"] = json!({
                 "queue": self.shown,
-                "consumer": self.consumer,
+                "consumer": consumer,
                 "kind": if self.executor.pool().is_some() { "php" } else { "shell" },
                 "slots": self.slots,
                 "running": self.counters.running(),
@@ -133,7 +183,7 @@ impl Controlled for Observed {
                 "failed": done.failed,
                 "rejected": done.rejected,
                 "interrupted": done.interrupted,
-                "queue_stats": queue,
+                "queue_stats": stats,
             });
             report
         })
@@ -205,6 +255,12 @@ fn gauge(
 impl Collector for WorkCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let o = &self.0;
+        if let Some(calls) = o.calls_summary() {
+            encode_calls(&mut encoder, o, &calls)?;
+        }
+        if o.queue.is_none() {
+            return Ok(());
+        }
         let done = o.counters.summary();
         let mut jobs = encoder.encode_descriptor(
             "hearth_work_jobs",
@@ -288,6 +344,49 @@ impl Collector for WorkCollector {
     }
 }
 
+/// The call listener's counts and call durations.
+fn encode_calls(
+    encoder: &mut DescriptorEncoder<'_>,
+    o: &Observed,
+    calls: &CallSummary,
+) -> Result<(), std::fmt::Error> {
+    let mut ended = encoder.encode_descriptor(
+        "hearth_calls",
+        "Calls (Hearth\\Jobs::call) this process answered, by outcome (ok, failed, timed_out, refused, interrupted)",
+        None,
+        MetricType::Counter,
+    )?;
+    for (how, n) in calls.by_outcome() {
+        ConstCounter::new(n).encode(ended.encode_family(&[("outcome", how.as_str())])?)?;
+    }
+    gauge(
+        encoder,
+        "hearth_calls_running",
+        "Calls running or waiting for a job worker now",
+        i64::try_from(calls.running).unwrap_or(i64::MAX),
+    )?;
+    gauge(
+        encoder,
+        "hearth_call_connections",
+        "Callers connected to the call listener now",
+        i64::try_from(calls.connections).unwrap_or(i64::MAX),
+    )?;
+    let turned_away = encoder.encode_descriptor(
+        "hearth_call_connections_turned_away",
+        "Callers closed at once because --max-callers were connected",
+        None,
+        MetricType::Counter,
+    )?;
+    ConstCounter::new(calls.turned_away).encode(turned_away)?;
+    let durations = encoder.encode_descriptor(
+        "hearth_call_duration_seconds",
+        "From a call's arrival to its answer, by outcome",
+        None,
+        MetricType::Histogram,
+    )?;
+    o.call_durations.encode(durations)
+}
+
 /// Binds the control socket, if asked for (before the workers start: a
 /// second `hearth work` on the same path fails at once).
 pub fn bind_control(path: Option<&std::path::Path>) -> anyhow::Result<Option<ControlSocket>> {
@@ -344,8 +443,11 @@ pub async fn start(
         ));
         let reader = observed.clone();
         tokio::spawn(async move {
+            let Some((queue, _)) = &reader.queue else {
+                return;
+            };
             loop {
-                match reader.queue.stats().await {
+                match queue.stats().await {
                     Ok(stats) => {
                         *reader.stats.lock().unwrap_or_else(|p| p.into_inner()) = Some(stats);
                     }
