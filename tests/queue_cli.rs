@@ -341,6 +341,47 @@ fn purge_needs_yes_and_removes_only_that_part() {
     }
 }
 
+/// Issue 12: `hearth queue stats` (and peek, retry, purge) on a mistyped
+/// Redis queue name created its stream and group; now they say there is
+/// no such queue and leave Redis empty.
+#[test]
+fn a_redis_queue_that_is_not_there_is_not_created_by_looking_at_it() {
+    let engine = Engine::redis();
+    let Engine::Redis(server) = &engine else {
+        unreachable!()
+    };
+    let typo = format!("redis://127.0.0.1:{}/jbos", server.port);
+    for args in [
+        vec!["stats", &typo],
+        vec!["stats", &typo, "--json"],
+        vec!["peek", &typo],
+        vec!["peek", &typo, "dead"],
+        vec!["retry", &typo, "--all"],
+        vec!["purge", &typo, "ready", "--yes"],
+    ] {
+        let (code, out, stderr) = queue(&args);
+        assert_eq!(code, Some(1), "{args:?}: {out}");
+        assert!(
+            stderr.contains(&format!(
+                "hearth: no such queue: redis://127.0.0.1:{}/0/jbos has no keys hearth:{{jbos}}:* in database 0",
+                server.port
+            )),
+            "{args:?}: {stderr}"
+        );
+    }
+    let keys = Command::new("redis-cli")
+        .args(["-p", &server.port.to_string(), "DBSIZE"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&keys.stdout).trim(), "0");
+    // A queue that is there, even with only dead jobs or counters, is.
+    let (code, _, stderr) = queue(&["push", &engine.url(), "--payload", "{}"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, out, stderr) = queue(&["stats", &engine.url(), "--json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(out.contains("\"ready\":1"), "{out}");
+}
+
 /// What cannot be done is refused, saying why; a queue file that is not
 /// there is not created by looking at it.
 #[test]
@@ -357,7 +398,10 @@ fn bad_input_is_refused_clearly() {
         let (code, _, stderr) = queue(&args);
         assert_eq!(code, Some(1), "{args:?}");
         assert!(
-            stderr.contains(&format!("hearth: no queue file at {}", missing.display())),
+            stderr.contains(&format!(
+                "hearth: no such queue: no queue file at {}",
+                missing.display()
+            )),
             "{stderr}"
         );
     }

@@ -959,6 +959,7 @@ function cwd(): string { return getcwd(); }
 function flood(int $n): int { echo str_repeat('x', $n); return $n; }
 function huge(int $n): string { return str_repeat('y', $n); }
 function resource() { return fopen('php://memory', 'r'); }
+function job_ids(): array { return [$_SERVER['HEARTH_JOB_ID'] ?? null, $_SERVER['HEARTH_JOB_ATTEMPT'] ?? null]; }
 function polite(): string
 {
     pcntl_async_signals(true);
@@ -976,6 +977,27 @@ fn php_jobs(jobs: &[Value], extra: &[&str]) -> (Ran, tempfile::TempDir) {
     args.extend_from_slice(extra);
     let ran = run_in(Some(dir.path()), &args, &lines(jobs));
     (ran, dir)
+}
+
+/// Issue 12: with --php-bootstrap a batch may mix shell tasks and PHP
+/// jobs; a PHP job under `hearth run` is no queue job, so it sees no
+/// HEARTH_JOB_ID or HEARTH_JOB_ATTEMPT.
+#[test]
+fn php_bootstrap_runs_shell_tasks_too_and_no_job_ids() {
+    let (ran, _dir) = php_jobs(
+        &[
+            json!({"id": "php", "call": "App\\Jobs\\job_ids"}),
+            json!({"id": "sh", "cmd": "echo shell"}),
+            json!({"id": "argv", "argv": ["echo", "argv"]}),
+        ],
+        &["-j", "2"],
+    );
+    assert_eq!(ran.code, Some(0), "{}", ran.stderr);
+    let r = ran.by_id();
+    assert_eq!(r["php"]["result"], json!([null, null]));
+    assert_eq!(r["sh"]["stdout"], "shell\n");
+    assert!(r["sh"].get("worker").is_none());
+    assert_eq!(r["argv"]["stdout"], "argv\n");
 }
 
 #[test]

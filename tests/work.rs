@@ -75,7 +75,6 @@ fn shell_jobs_run_with_results(engine: Engine) {
     // attempts, with the reason.
     for (id, expected) in [
         (typo, "invalid task: unknown field `comand`"),
-        (php, "describe a PHP job: run with --php-bootstrap"),
         (binary, "invalid task: the payload is not UTF-8 text"),
     ] {
         let (reason, error) = dead(&r[&id]);
@@ -83,8 +82,17 @@ fn shell_jobs_run_with_results(engine: Engine) {
         assert!(error.contains(expected), "{error}");
         assert_eq!(r[&id].attempt, 1);
     }
+    // A PHP job on a host without PHP job workers fails (another host
+    // may have them), naming the missing option, after its attempts.
+    let (reason, error) = dead(&r[&php]);
+    assert_eq!(reason, DeadReason::Failed, "{error}");
+    assert!(
+        error.contains("this host has no PHP job workers: start it with --php-bootstrap FILE"),
+        "{error}"
+    );
+    assert_eq!(r[&php].attempt, 3);
     let s = q.stats();
-    assert_eq!((s.done, s.died, s.dead, s.retried), (3, 6, 6, 0), "{s:?}");
+    assert_eq!((s.done, s.died, s.dead, s.retried), (3, 6, 6, 2), "{s:?}");
     let reasons: Vec<_> = q.dead().iter().map(|d| d.dead_reason).collect();
     assert_eq!(reasons.len(), 6, "{reasons:?}");
 }
@@ -160,9 +168,12 @@ fn php_jobs_run_with_results(engine: Engine) {
         error.starts_with("the job ran past its time limit of 0.300s; its PHP worker"),
         "{error}"
     );
-    let (reason, error) = dead(&r[&shell]);
-    assert_eq!(reason, DeadReason::Rejected);
-    assert!(error.contains("not a shell command"), "{error}");
+    // One host takes both kinds (issue 12): the shell task runs as a
+    // process beside the PHP workers.
+    let sh = done(&r[&shell]);
+    assert_eq!(sh["stdout"], "not php\n");
+    assert_eq!(sh["status"], 0);
+    assert!(sh.get("worker").is_none(), "{sh}");
     // The worker stopped for the time limit was replaced: jobs go on.
     let after = q.push(&json!({"call": "App\\Jobs\\add", "args": [1, 1]}), 1, "r");
     let r = q.results("r", 1);
@@ -274,6 +285,36 @@ fn a_job_that_always_throws_ends_dead_after_its_attempts() {
         assert!(work
             .log()
             .contains("that was its last attempt: dead-lettered"));
+    }
+}
+
+/// Issue 12: a PHP job sees its queue job's id and attempt in `$_SERVER`
+/// during the call, as a shell task sees them in its environment: a job
+/// that fails on its first attempt sees attempt 2 on its retry.
+#[test]
+fn a_php_job_sees_its_id_and_attempt() {
+    const APP: &str = r#"<?php
+namespace App;
+function flaky(): array {
+    $seen = [$_SERVER['HEARTH_JOB_ID'] ?? null, $_SERVER['HEARTH_JOB_ATTEMPT'] ?? null];
+    if ($seen[1] === '1') { throw new \RuntimeException('first attempt fails'); }
+    return $seen;
+}
+"#;
+    for engine in [Engine::redis(), Engine::file()] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("app.php"), APP).unwrap();
+        let mut q = Producer::open(&engine);
+        let id = q.push(&json!({"call": "App\\flaky"}), 2, "r");
+        let _work = Work::start(
+            &engine,
+            dir.path(),
+            &["-j", "1", "--php-bootstrap", "app.php"],
+        );
+        let r = q.results("r", 1);
+        assert_eq!((r[0].id, r[0].attempt), (id, 2), "{}", engine.name());
+        let line = done(&r[0]);
+        assert_eq!(line["result"], json!([id.0.to_string(), "2"]), "{line}");
     }
 }
 
@@ -679,7 +720,10 @@ fn status_reload_and_stop_over_the_control_socket() {
     assert_eq!(status["stopping"], false);
     let table = ctl(&["status", "--control-socket", &socket_arg]);
     assert!(
-        table.contains(&format!("taking PHP jobs from {} as ", engine.url())),
+        table.contains(&format!(
+            "taking shell tasks and PHP jobs from {} as ",
+            engine.url()
+        )),
         "{table}"
     );
     assert!(

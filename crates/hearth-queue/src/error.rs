@@ -36,6 +36,8 @@ enum Kind {
     Unavailable(String),
     /// The engine answered with an error.
     Engine(String),
+    /// No queue at the URL (opened with [`Queue::open_existing`](crate::Queue::open_existing)).
+    NoSuchQueue(String),
 }
 
 impl Error {
@@ -60,6 +62,12 @@ impl Error {
     pub(crate) fn unavailable(why: impl Into<String>) -> Self {
         Error {
             kind: Kind::Unavailable(why.into()),
+        }
+    }
+
+    pub(crate) fn no_such_queue(why: impl Into<String>) -> Self {
+        Error {
+            kind: Kind::NoSuchQueue(why.into()),
         }
     }
 
@@ -95,6 +103,11 @@ impl Error {
     pub fn is_engine(&self) -> bool {
         matches!(self.kind, Kind::Engine(_))
     }
+
+    /// There is no queue at the URL: nothing was created.
+    pub fn is_no_such_queue(&self) -> bool {
+        matches!(self.kind, Kind::NoSuchQueue(_))
+    }
 }
 
 impl fmt::Display for Error {
@@ -110,6 +123,7 @@ impl fmt::Display for Error {
             }
             Kind::Unavailable(why) => write!(f, "queue unavailable: {why}"),
             Kind::Engine(why) => write!(f, "queue engine: {why}"),
+            Kind::NoSuchQueue(why) => write!(f, "no such queue: {why}"),
         }
     }
 }

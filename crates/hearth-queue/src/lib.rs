@@ -187,6 +187,33 @@ impl Queue {
         })
     }
 
+    /// Opens the queue at `url` only if it is there, creating nothing: a
+    /// queue file that exists, a Redis queue with at least one of its
+    /// keys. Otherwise [`Error::is_no_such_queue`]. For operators' commands,
+    /// where a mistyped name must not leave an empty queue behind.
+    pub async fn open_existing(url: QueueUrl, config: QueueConfig) -> Result<Queue> {
+        config.validate()?;
+        match &url {
+            QueueUrl::Redis(r) => {
+                if !RedisQueue::exists(r, config.retry_for).await? {
+                    return Err(Error::no_such_queue(format!(
+                        "{url} has no keys hearth:{{{}}}:* in database {}",
+                        r.name, r.db
+                    )));
+                }
+            }
+            QueueUrl::File(p) => {
+                if !p.exists() {
+                    return Err(Error::no_such_queue(format!(
+                        "no queue file at {}",
+                        p.display()
+                    )));
+                }
+            }
+        }
+        Self::open_url(url, config).await
+    }
+
     /// The queue's URL (without a password when shown).
     pub fn url(&self) -> &QueueUrl {
         &self.url

@@ -121,23 +121,7 @@ fn manager_config(response_timeout: Duration) -> ConnectionManagerConfig {
 
 impl RedisQueue {
     pub async fn open(url: &RedisUrl, config: Arc<QueueConfig>) -> Result<Self> {
-        let mut redis = RedisConnectionInfo::default().set_db(url.db);
-        if let Some(u) = &url.username {
-            redis = redis.set_username(u);
-        }
-        if let Some(p) = &url.password {
-            redis = redis.set_password(p);
-        }
-        let info: ConnectionInfo = ConnectionAddr::Tcp(url.host.clone(), url.port)
-            .into_connection_info()
-            .map_err(|e| Error::url(e.to_string()))?
-            .set_redis_settings(redis);
-        let client = ::redis::Client::open(info).map_err(|e| Error::url(e.to_string()))?;
-        let conn = ConnectionManager::new_lazy_with_config(
-            client.clone(),
-            manager_config(Duration::from_secs(30)),
-        )
-        .map_err(|e| Error::engine(e.to_string()))?;
+        let (client, conn) = connect(url)?;
         let q = RedisQueue {
             client,
             conn,
@@ -149,6 +133,51 @@ impl RedisQueue {
         Ok(q)
     }
 
+    /// Whether the queue at `url` has any of its keys, creating none.
+    pub async fn exists(url: &RedisUrl, retry_for: Duration) -> Result<bool> {
+        let (_, conn) = connect(url)?;
+        let keys = Keys::new(&url.name);
+        let found: i64 = retry("exists", retry_for, || async {
+            ::redis::cmd("EXISTS")
+                .arg(&keys.ready)
+                .arg(&keys.delayed)
+                .arg(&keys.dead)
+                .arg(&keys.deadix)
+                .arg(&keys.stats)
+                .arg(&keys.seq)
+                .query_async::<i64>(&mut conn.clone())
+                .await
+                .map_err(classify)
+        })
+        .await?;
+        Ok(found > 0)
+    }
+}
+
+/// A client for `url`, and a connection manager that connects when first
+/// used.
+fn connect(url: &RedisUrl) -> Result<(::redis::Client, ConnectionManager)> {
+    let mut redis = RedisConnectionInfo::default().set_db(url.db);
+    if let Some(u) = &url.username {
+        redis = redis.set_username(u);
+    }
+    if let Some(p) = &url.password {
+        redis = redis.set_password(p);
+    }
+    let info: ConnectionInfo = ConnectionAddr::Tcp(url.host.clone(), url.port)
+        .into_connection_info()
+        .map_err(|e| Error::url(e.to_string()))?
+        .set_redis_settings(redis);
+    let client = ::redis::Client::open(info).map_err(|e| Error::url(e.to_string()))?;
+    let conn = ConnectionManager::new_lazy_with_config(
+        client.clone(),
+        manager_config(Duration::from_secs(30)),
+    )
+    .map_err(|e| Error::engine(e.to_string()))?;
+    Ok((client, conn))
+}
+
+impl RedisQueue {
     fn retry_for(&self) -> Duration {
         self.config.retry_for
     }

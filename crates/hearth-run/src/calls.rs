@@ -506,6 +506,8 @@ impl Connection {
             cwd: None,
             stdin: None,
             timeout: Some(limit),
+            // A call is no queue job: no id or attempt to see.
+            job: None,
         };
         let counters = &self.config.counters;
         counters.running.fetch_add(1, Ordering::Relaxed);

@@ -10,10 +10,15 @@ use tokio::sync::watch;
 use crate::exec::{self, ExecOptions};
 use crate::jobs;
 use crate::output::Outcome;
-use crate::task::{Parser, Task};
+use crate::task::{Parser, Task, Work};
 
-/// Runs tasks: shell tasks when it has no pool, PHP jobs when it has one.
-/// Cheap to clone (the pool is shared).
+/// Why a PHP job fails on a host without PHP job workers.
+pub const NO_PHP_WORKERS: &str =
+    "a PHP job (\"call\"), but this host has no PHP job workers: start it with --php-bootstrap FILE";
+
+/// Runs tasks: shell tasks as processes, PHP jobs in its pool's workers.
+/// Without a pool, a PHP job fails saying what is missing. Cheap to clone
+/// (the pool is shared).
 #[derive(Debug, Clone)]
 pub struct Executor {
     pool: Option<Pool>,
@@ -21,7 +26,7 @@ pub struct Executor {
 }
 
 impl Executor {
-    /// An executor of PHP jobs on `pool`, or of shell tasks without one.
+    /// An executor of shell tasks, and of PHP jobs on `pool`.
     pub fn new(pool: Option<Pool>, options: ExecOptions) -> Executor {
         Executor { pool, options }
     }
@@ -36,23 +41,24 @@ impl Executor {
         &self.options
     }
 
-    /// How a JSON task reads for this executor: a PHP job (`call`, `args`)
-    /// with a pool, a shell task (`cmd`, `argv`) without.
+    /// How a JSON task reads for a host that takes both kinds (`hearth
+    /// work`): a line with `call` is a PHP job, one with `cmd` or `argv` a
+    /// shell task. A PHP job that reaches an executor without a pool fails
+    /// when it runs (another host may have the workers it needs).
     pub fn parser(&self) -> Parser {
-        if self.pool.is_some() {
-            Parser::Php
-        } else {
-            Parser::Shell
-        }
+        Parser::Mixed
     }
 
     /// Runs one attempt at `task`; `abort` turning true stops it (SIGTERM,
     /// then SIGKILL after `kill_after`), and the outcome says it was
     /// interrupted.
     pub async fn run(&self, task: &Task, abort: watch::Receiver<bool>) -> Outcome {
-        match &self.pool {
-            Some(pool) => jobs::run(pool, task, &self.options, abort).await,
-            None => exec::run(task, &self.options, abort).await,
+        match (&task.work, &self.pool) {
+            (Work::Call { .. }, Some(pool)) => jobs::run(pool, task, &self.options, abort).await,
+            (Work::Call { .. }, None) => {
+                Outcome::not_started(NO_PHP_WORKERS.to_owned(), crate::exec::epoch_now())
+            }
+            (Work::Shell(_) | Work::Argv(_), _) => exec::run(task, &self.options, abort).await,
         }
     }
 

@@ -35,14 +35,21 @@ pub async fn run(
             started,
         );
     };
+    // The queue job's id and attempt, for `$_SERVER['HEARTH_JOB_ID']` and
+    // `['HEARTH_JOB_ATTEMPT']` during the call (none under `hearth run`).
+    let job = task.job.map(|j| (j.id.to_string(), j.attempt.to_string()));
     let encode = |buf: &mut bytes::BytesMut, id: u32, _: &std::sync::Arc<hearth_pool::Paths>| {
         let at = begin_frame(buf, Kind::Call, 0, id);
         fields::put(buf, "function", function.as_bytes());
         fields::put(buf, "args", args.as_bytes());
+        if let Some((job_id, attempt)) = &job {
+            fields::put(buf, "job_id", job_id.as_bytes());
+            fields::put(buf, "job_attempt", attempt.as_bytes());
+        }
         end_frame(buf, at);
     };
     let dispatched = tokio::select! {
-        lease = pool.dispatch(function.len() + args.len() + 64, encode) => lease,
+        lease = pool.dispatch(function.len() + args.len() + 128, encode) => lease,
         () = aborted(&mut abort) => {
             return Outcome { interrupted: true, started, ..Outcome::default() };
         }

@@ -6,7 +6,8 @@
 //! finished task becomes one JSON result line ([`output`]) and, if asked,
 //! one line of a GNU-parallel-style job log ([`joblog`]). [`runner`] ties
 //! them together: concurrency, retries, halting, ordering, signals.
-//! [`executor`] is the one way a task runs, shared with [`work`], the loop
+//! [`submit`] runs a batch on the consumers of a queue instead
+//! (`hearth run --queue`). [`executor`] is the one way a task runs, shared with [`work`], the loop
 //! of `hearth work`, which takes its tasks from a queue.
 
 pub mod calls;
@@ -17,6 +18,7 @@ pub mod joblog;
 pub mod jobs;
 pub mod output;
 pub mod runner;
+pub mod submit;
 pub mod task;
 pub mod work;
 

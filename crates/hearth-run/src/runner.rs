@@ -38,7 +38,7 @@ macro_rules! say {
 }
 
 /// Tasks parsed ahead of the runner.
-const QUEUE: usize = 1024;
+pub(crate) const QUEUE: usize = 1024;
 
 /// Everything `hearth run` was asked to do.
 #[derive(Debug, Clone)]
@@ -175,7 +175,7 @@ impl Summary {
 }
 
 /// What the reader thread hands the runner.
-enum Item {
+pub(crate) enum Item {
     Task(Task),
     /// Listed in the job log: not run again.
     Skip {
@@ -243,43 +243,12 @@ struct Signals {
 /// once, with its output.
 pub async fn prepare(config: RunConfig, input: Input) -> Result<Prepared, String> {
     let clock = Instant::now();
-    let done = match (&config.joblog, config.resume) {
-        (_, Resume::No) => HashMap::new(),
-        (Some(path), _) => joblog::read(path)?,
-        (None, _) => {
-            return Err("--resume needs --joblog FILE: the log of the run to resume".to_owned())
-        }
-    };
-    let log = match &config.joblog {
-        Some(path) => {
-            if config.resume == Resume::No {
-                joblog::check_unused(path)?;
-            }
-            Some(
-                JobLog::open(path)
-                    .map_err(|e| format!("cannot write the job log {}: {e}", path.display()))?,
-            )
-        }
-        None => None,
-    };
-    let reader: Box<dyn BufRead + Send> = match &input {
-        Input::Stdin => {
-            if std::io::stdin().is_terminal() {
-                say!("hearth run: reading tasks from standard input (Ctrl-D to end)");
-            }
-            Box::new(std::io::BufReader::with_capacity(65536, std::io::stdin()))
-        }
-        Input::File(path) => Box::new(std::io::BufReader::with_capacity(
-            65536,
-            std::fs::File::open(path)
-                .map_err(|e| format!("cannot read tasks from {}: {e}", path.display()))?,
-        )),
-    };
+    let Opened { done, log, reader } = open(&config, &input)?;
     let parser = match (&config.format, config.php.is_some()) {
         (InputFormat::Lines { template }, _) => Parser::Lines {
             template: template.clone(),
         },
-        (InputFormat::Json, true) => Parser::Php,
+        (InputFormat::Json, true) => Parser::Mixed,
         (InputFormat::Json, false) => Parser::Shell,
     };
     let signals = Signals {
@@ -307,6 +276,52 @@ pub async fn prepare(config: RunConfig, input: Input) -> Result<Prepared, String
         pool,
         signals,
     })
+}
+
+/// What a batch reads and writes, open: the job log and what it lists
+/// (for `--resume`), and the input.
+pub(crate) struct Opened {
+    pub(crate) done: HashMap<u64, Logged>,
+    pub(crate) log: Option<JobLog>,
+    pub(crate) reader: Box<dyn BufRead + Send>,
+}
+
+/// Reads the job log (`--resume`) or checks that it is unused, opens it
+/// and the input.
+pub(crate) fn open(config: &RunConfig, input: &Input) -> Result<Opened, String> {
+    let done = match (&config.joblog, config.resume) {
+        (_, Resume::No) => HashMap::new(),
+        (Some(path), _) => joblog::read(path)?,
+        (None, _) => {
+            return Err("--resume needs --joblog FILE: the log of the run to resume".to_owned())
+        }
+    };
+    let log = match &config.joblog {
+        Some(path) => {
+            if config.resume == Resume::No {
+                joblog::check_unused(path)?;
+            }
+            Some(
+                JobLog::open(path)
+                    .map_err(|e| format!("cannot write the job log {}: {e}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    let reader: Box<dyn BufRead + Send> = match input {
+        Input::Stdin => {
+            if std::io::stdin().is_terminal() {
+                say!("hearth run: reading tasks from standard input (Ctrl-D to end)");
+            }
+            Box::new(std::io::BufReader::with_capacity(65536, std::io::stdin()))
+        }
+        Input::File(path) => Box::new(std::io::BufReader::with_capacity(
+            65536,
+            std::fs::File::open(path)
+                .map_err(|e| format!("cannot read tasks from {}: {e}", path.display()))?,
+        )),
+    };
+    Ok(Opened { done, log, reader })
 }
 
 impl Prepared {
@@ -483,13 +498,15 @@ impl Prepared {
 }
 
 /// Signal numbers, for exit statuses and messages.
-mod libc_sig {
+pub(crate) mod libc_sig {
     pub const HUP: i32 = 1;
     pub const INT: i32 = 2;
     pub const TERM: i32 = 15;
 }
 
-fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::Signal, String> {
+pub(crate) fn signal(
+    kind: tokio::signal::unix::SignalKind,
+) -> Result<tokio::signal::unix::Signal, String> {
     tokio::signal::unix::signal(kind).map_err(|e| format!("cannot handle signals: {e}"))
 }
 
@@ -520,7 +537,7 @@ fn on_signal(
     }
 }
 
-fn progress_bar(wanted: bool) -> ProgressBar {
+pub(crate) fn progress_bar(wanted: bool) -> ProgressBar {
     if !wanted || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
@@ -537,7 +554,7 @@ fn progress_bar(wanted: bool) -> ProgressBar {
 
 /// The reader thread: turns input lines into tasks, stopping at the first
 /// unusable one.
-fn read_input(
+pub(crate) fn read_input(
     mut reader: Box<dyn BufRead + Send>,
     parser: &Parser,
     done: &HashMap<u64, Logged>,
@@ -597,12 +614,12 @@ fn read_input(
 
 /// Writes result lines in completion order, or in input order with
 /// `--keep-order` (holding the lines that arrive early).
-struct Emitter {
-    keep_order: bool,
-    next: u64,
-    pending: BTreeMap<u64, Vec<u8>>,
-    writer: Writer,
-    line: String,
+pub(crate) struct Emitter {
+    pub(crate) keep_order: bool,
+    pub(crate) next: u64,
+    pub(crate) pending: BTreeMap<u64, Vec<u8>>,
+    pub(crate) writer: Writer,
+    pub(crate) line: String,
 }
 
 impl Emitter {
@@ -626,7 +643,7 @@ impl Emitter {
         self.emit(order).await;
     }
 
-    async fn skipped(
+    pub(crate) async fn skipped(
         &mut self,
         order: u64,
         seq: u64,
@@ -635,6 +652,13 @@ impl Emitter {
     ) {
         self.line.clear();
         output::write_skipped(&mut self.line, id.get(), seq, logged.exit, logged.signal);
+        self.emit(order).await;
+    }
+
+    /// Writes `line` (with its newline), the result of input position
+    /// `order`.
+    pub(crate) async fn line(&mut self, order: u64, line: String) {
+        self.line = line;
         self.emit(order).await;
     }
 
@@ -652,7 +676,7 @@ impl Emitter {
     }
 
     /// Writes what is still held back (tasks before it were interrupted).
-    async fn finish(&mut self) {
+    pub(crate) async fn finish(&mut self) {
         let pending = std::mem::take(&mut self.pending);
         for (_, line) in pending {
             self.writer.send(line).await;
@@ -663,13 +687,13 @@ impl Emitter {
 /// The writer thread's inbox. Result lines are written by a thread of
 /// their own so that a blocking write to a slow pipe never stalls the
 /// tasks' output draining.
-struct Writer {
+pub(crate) struct Writer {
     tx: Option<mpsc::Sender<Vec<u8>>>,
-    closed: bool,
+    pub(crate) closed: bool,
 }
 
 impl Writer {
-    fn start() -> (Writer, std::thread::JoinHandle<()>) {
+    pub(crate) fn start() -> (Writer, std::thread::JoinHandle<()>) {
         let (tx, mut rx) = mpsc::channel::<Vec<u8>>(QUEUE);
         let thread = std::thread::spawn(move || {
             let stdout = std::io::stdout();

@@ -23,6 +23,18 @@ pub struct Task {
     pub stdin: Option<String>,
     /// This task's own time limit, overriding `--timeout`.
     pub timeout: Option<Duration>,
+    /// The queue job it came from (`hearth work`): a shell task gets its
+    /// id and attempt in its environment, a PHP job in `$_SERVER`. `None`
+    /// under `hearth run`, where there is no queue job.
+    pub job: Option<QueueJob>,
+}
+
+/// A queue job's id and attempt, for the task to make its effect
+/// idempotent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueJob {
+    pub id: u64,
+    pub attempt: u32,
 }
 
 /// What a task runs.
@@ -51,6 +63,54 @@ impl Task {
     }
 }
 
+impl Task {
+    /// The task as one JSON input line (without a newline), as `hearth
+    /// work` reads it from a queue job's payload: with its `id` always,
+    /// and with `timeout` (its own, else `default_timeout`) in seconds.
+    pub fn to_line(&self, default_timeout: Option<Duration>) -> String {
+        use serde_json::{Map, Value};
+        // `id` and a PHP job's `args` are JSON text already, and go in as
+        // they are (a Value would round numbers past 2^53).
+        let mut out = format!("{{\"id\":{}", self.id.get());
+        let mut line = Map::new();
+        match &self.work {
+            Work::Shell(cmd) => {
+                line.insert("cmd".into(), Value::String(cmd.clone()));
+            }
+            Work::Argv(argv) => {
+                line.insert("argv".into(), argv.clone().into());
+            }
+            Work::Call { function, args } => {
+                out.push_str(",\"args\":");
+                out.push_str(args);
+                line.insert("call".into(), Value::String(function.clone()));
+            }
+        }
+        if !self.env.is_empty() {
+            let env: Map<String, Value> = self
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            line.insert("env".into(), Value::Object(env));
+        }
+        if let Some(cwd) = &self.cwd {
+            line.insert("cwd".into(), cwd.to_string_lossy().into_owned().into());
+        }
+        if let Some(stdin) = &self.stdin {
+            line.insert("stdin".into(), Value::String(stdin.clone()));
+        }
+        if let Some(limit) = self.timeout.or(default_timeout) {
+            line.insert("timeout".into(), limit.as_secs_f64().into());
+        }
+        // The rest, as an object whose opening brace is dropped.
+        let rest = Value::Object(line).to_string();
+        out.push(',');
+        out.push_str(&rest[1..]);
+        out
+    }
+}
+
 /// Quotes an argument for display as a shell word.
 fn shell_quote(arg: &str) -> String {
     let plain = !arg.is_empty()
@@ -69,8 +129,10 @@ fn shell_quote(arg: &str) -> String {
 pub enum Parser {
     /// JSON Lines of shell tasks (`cmd` or `argv`).
     Shell,
-    /// JSON Lines of PHP jobs (`call` and `args`).
-    Php,
+    /// JSON Lines of both: a line with `call` is a PHP job (`call`,
+    /// `args`), one with `cmd` or `argv` a shell task. For an executor
+    /// with PHP job workers (`hearth run --php-bootstrap`, `hearth work`).
+    Mixed,
     /// Plain lines: each is a shell command (empty template), or the
     /// argument put in the template's `{}` (appended if it has none).
     Lines { template: Vec<String> },
@@ -106,7 +168,7 @@ impl Parser {
     pub fn parse(&self, line: &str, seq: u64) -> Result<Task, String> {
         match self {
             Parser::Lines { template } => Ok(plain_task(line, seq, template)),
-            Parser::Shell | Parser::Php => self.parse_json(line, seq),
+            Parser::Shell | Parser::Mixed => self.parse_json(line, seq),
         }
     }
 
@@ -114,8 +176,8 @@ impl Parser {
         if !text.trim_start().starts_with('{') {
             return Err(format!(
                 "expected a JSON object, like {}",
-                if *self == Parser::Php {
-                    r#"{"id": 1, "call": "App\\job", "args": [1, 2]}"#
+                if *self == Parser::Mixed {
+                    r#"{"id": 1, "call": "App\\job", "args": [1, 2]} or {"id": 2, "cmd": "echo hello"}"#
                 } else {
                     r#"{"id": 1, "cmd": "echo hello"}"#
                 }
@@ -134,10 +196,13 @@ impl Parser {
             }
         };
         let timeout = line.timeout.as_ref().map(task_timeout).transpose()?;
+        // A line with "call" (or "args") is a PHP job; where PHP jobs run,
+        // one without is a shell task.
+        let php_job = line.call.is_some() || line.args.is_some();
         let work = match self {
-            Parser::Php => {
+            Parser::Mixed if php_job => {
                 if line.cmd.is_some() || line.argv.is_some() {
-                    return Err("with --php-bootstrap, a line is a PHP job (\"call\" and \"args\"), not a shell command".to_owned());
+                    return Err("a line is a PHP job (\"call\" and \"args\") or a shell task (\"cmd\" or \"argv\"), not both".to_owned());
                 }
                 for (name, given) in [
                     ("env", line.env.is_some()),
@@ -181,10 +246,10 @@ impl Parser {
                     (Some(_), Some(_)) => {
                         return Err("a task has \"cmd\" or \"argv\", not both".to_owned())
                     }
-                    (None, None) => return Err(
-                        "a task needs \"cmd\" (a shell command) or \"argv\" (a program and its arguments)"
-                            .to_owned(),
-                    ),
+                    (None, None) => return Err(format!(
+                        "a task needs \"cmd\" (a shell command) or \"argv\" (a program and its arguments){}",
+                        if *self == Parser::Mixed { ", or \"call\" (a PHP function) for a PHP job" } else { "" }
+                    )),
                     (Some(cmd), None) => Work::Shell(cmd),
                     (None, Some(argv)) if argv.is_empty() => {
                         return Err("\"argv\" is empty: it needs at least the program".to_owned())
@@ -205,6 +270,7 @@ impl Parser {
             cwd: line.cwd,
             stdin: line.stdin,
             timeout,
+            job: None,
         })
     }
 }
@@ -258,6 +324,7 @@ fn plain_task(line: &str, seq: u64, template: &[String]) -> Task {
         cwd: None,
         stdin: None,
         timeout: None,
+        job: None,
     }
 }
 
@@ -326,7 +393,7 @@ mod tests {
         ] {
             let t = shell(&format!(r#"{{"cmd":"a","timeout":{given}}}"#)).unwrap();
             assert_eq!(t.timeout, Some(expected), "{given}");
-            let job = Parser::Php
+            let job = Parser::Mixed
                 .parse(&format!(r#"{{"call":"f","timeout":{given}}}"#), 1)
                 .unwrap();
             assert_eq!(job.timeout, Some(expected), "{given}");
@@ -341,7 +408,7 @@ mod tests {
 
     #[test]
     fn php_jobs() {
-        let t = Parser::Php
+        let t = Parser::Mixed
             .parse(r#"{"id":3,"call":"App\\f","args":[1,"x"]}"#, 1)
             .unwrap();
         assert_eq!(
@@ -352,12 +419,13 @@ mod tests {
             }
         );
         assert_eq!(t.command_line(), r#"App\f([1,"x"])"#);
-        let named = Parser::Php
+        let named = Parser::Mixed
             .parse(r#"{"call":"f","args":{"a":1}}"#, 1)
             .unwrap();
         assert!(matches!(named.work, Work::Call { ref args, .. } if args == r#"{"a":1}"#));
         for (line, expected) in [
-            (r#"{"cmd":"x"}"#, "not a shell command"),
+            (r#"{"cmd":"x","call":"f"}"#, "not both"),
+            (r#"{"argv":["x"],"args":[]}"#, "not both"),
             (r#"{"args":[]}"#, "needs \"call\""),
             (r#"{"call":"f","args":5}"#, "JSON array"),
             (
@@ -365,9 +433,69 @@ mod tests {
                 "\"cwd\" applies to shell tasks",
             ),
         ] {
-            let err = Parser::Php.parse(line, 1).unwrap_err();
+            let err = Parser::Mixed.parse(line, 1).unwrap_err();
             assert!(err.contains(expected), "{line}: {err}");
         }
+    }
+
+    /// Issue 12: one host takes both kinds; the line says which it is.
+    #[test]
+    fn mixed_lines_are_php_jobs_or_shell_tasks() {
+        let shell = Parser::Mixed
+            .parse(r#"{"id":1,"cmd":"echo hi","env":{"A":"1"}}"#, 1)
+            .unwrap();
+        assert_eq!(shell.work, Work::Shell("echo hi".into()));
+        let argv = Parser::Mixed.parse(r#"{"argv":["ls"]}"#, 2).unwrap();
+        assert_eq!(argv.work, Work::Argv(vec!["ls".into()]));
+        let php = Parser::Mixed
+            .parse(r#"{"call":"f","args":[1]}"#, 3)
+            .unwrap();
+        assert!(matches!(php.work, Work::Call { .. }));
+        let err = Parser::Mixed.parse(r#"{"id":4}"#, 4).unwrap_err();
+        assert!(err.contains("needs \"cmd\""), "{err}");
+        let err = Parser::Mixed.parse("[1]", 5).unwrap_err();
+        assert!(err.contains("\"call\""), "{err}");
+    }
+
+    /// Issue 12: `hearth run --queue` sends each task as a line that
+    /// parses back to the same task.
+    #[test]
+    fn a_task_as_a_line_parses_back_to_itself() {
+        for (parser, line) in [
+            (
+                Parser::Mixed,
+                r#"{"id":"a","cmd":"echo hi","env":{"A":"1"},"cwd":"/tmp","stdin":"x","timeout":1.5}"#,
+            ),
+            (Parser::Mixed, r#"{"argv":["ls","-l"]}"#),
+            (
+                Parser::Mixed,
+                r#"{"id":3,"call":"App\f","args":{"a":[1,"x"]},"timeout":"2s"}"#,
+            ),
+            (
+                Parser::Lines {
+                    template: vec!["gzip".into(), "{}".into()],
+                },
+                "a b.log",
+            ),
+        ] {
+            let task = parser.parse(line, 9).unwrap();
+            let again = Parser::Mixed.parse(&task.to_line(None), 1).unwrap();
+            assert_eq!(again.id.get(), task.id.get(), "{line}");
+            assert_eq!(again.work, task.work, "{line}");
+            assert_eq!(
+                (&again.env, &again.cwd, &again.stdin, again.timeout),
+                (&task.env, &task.cwd, &task.stdin, task.timeout),
+                "{line}"
+            );
+        }
+        let t = Parser::Mixed.parse(r#"{"cmd":"x"}"#, 4).unwrap();
+        let with_default = Parser::Mixed
+            .parse(&t.to_line(Some(Duration::from_millis(250))), 1)
+            .unwrap();
+        assert_eq!(
+            (with_default.id.get(), with_default.timeout),
+            ("4", Some(Duration::from_millis(250)))
+        );
     }
 
     #[test]

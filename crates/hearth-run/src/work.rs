@@ -9,8 +9,12 @@
 //! timeout, so a long job is not delivered again elsewhere. A job ends in
 //! one of four ways:
 //!
-//! A shell task gets the job's id and attempt in its environment
-//! (`HEARTH_JOB_ID`, `HEARTH_JOB_ATTEMPT`), to make its effect idempotent.
+//! A job is a shell task (`cmd`, `argv`) or a PHP job (`call`): one host
+//! takes both, a PHP job failing, to be retried (by a host with PHP job
+//! workers, perhaps), on a host started without `--php-bootstrap`. A
+//! shell task gets the job's id and attempt in its environment
+//! (`HEARTH_JOB_ID`, `HEARTH_JOB_ATTEMPT`), a PHP job in `$_SERVER` during
+//! the call, to make its effect idempotent.
 //!
 //! - it succeeded: acked, with its result line;
 //! - it failed (a non-zero exit, a PHP exception, a timeout): failed with
@@ -40,7 +44,7 @@ use tokio::time::Instant;
 
 use crate::executor::Executor;
 use crate::output::{self, ErrorValue, Outcome};
-use crate::task::{Task, Work};
+use crate::task::{QueueJob, Task, Work};
 
 /// How the loop runs.
 #[derive(Debug, Clone)]
@@ -306,8 +310,13 @@ async fn run_job(
             };
         }
     };
+    // What a task needs to be idempotent: a PHP job gets them in the call
+    // (`$_SERVER`), a shell task in its environment (set last: they win).
+    task.job = Some(QueueJob {
+        id: job.id.0,
+        attempt: job.attempt,
+    });
     if !matches!(task.work, Work::Call { .. }) {
-        // What a shell task needs to be idempotent (set last: they win).
         task.env
             .push(("HEARTH_JOB_ID".to_owned(), job.id.to_string()));
         task.env

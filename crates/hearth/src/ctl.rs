@@ -202,7 +202,7 @@ fn work_table(status: &Value) -> String {
         status["version"].as_str().unwrap_or("?"),
         status["pid"],
         if work["kind"] == "php" {
-            "PHP jobs"
+            "shell tasks and PHP jobs"
         } else {
             "shell tasks"
         },

@@ -2,7 +2,6 @@
 //! producer's) commands on a queue, through `hearth-queue`.
 
 use std::fmt::Write as _;
-use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context as _};
@@ -210,24 +209,27 @@ async fn command(command: QueueCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Opens the queue at `url`; with `existing`, a queue file must be there
-/// already (an operator's typo does not create an empty queue). Also
-/// returns the URL as shown (without a password).
+/// Opens the queue at `url`; with `existing`, the queue must be there
+/// already, and nothing is created when it is not (an operator's typo
+/// does not leave an empty queue behind). Also returns the URL as shown
+/// (without a password).
 async fn open(url: &str, existing: bool) -> anyhow::Result<(Queue, String)> {
     let parsed = QueueUrl::parse(url)?;
     let shown = parsed.to_string();
-    if let (true, QueueUrl::File(path)) = (existing, &parsed) {
-        if !Path::new(path).exists() {
-            bail!("no queue file at {}", path.display());
-        }
-    }
     let config = QueueConfig {
         retry_for: RETRY_FOR,
         ..QueueConfig::default()
     };
-    let queue = Queue::open_url(parsed, config)
-        .await
-        .with_context(|| format!("cannot open the queue {shown}"))?;
+    let opened = if existing {
+        Queue::open_existing(parsed, config).await
+    } else {
+        Queue::open_url(parsed, config).await
+    };
+    let queue = match opened {
+        Ok(queue) => queue,
+        Err(e) if e.is_no_such_queue() => bail!("{e}"),
+        Err(e) => return Err(e).with_context(|| format!("cannot open the queue {shown}")),
+    };
     Ok((queue, shown))
 }
 

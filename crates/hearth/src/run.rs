@@ -14,8 +14,10 @@ use crate::options::RunOptions;
 pub(crate) const AFTER_HELP: &str = "\
 Input lines look like {\"id\": 1, \"cmd\": \"gzip -k a.log\"} or
 {\"id\": 2, \"argv\": [\"gzip\", \"-k\", \"b.log\"]} (optional: env, cwd, stdin,
-timeout); with --php-bootstrap, {\"id\": 3, \"call\": \"App\\\\Jobs\\\\resize\",
-\"args\": [\"a.jpg\", 200]}. Each finished task writes one JSON line to stdout.
+timeout); with --php-bootstrap, also {\"id\": 3, \"call\":
+\"App\\\\Jobs\\\\resize\", \"args\": [\"a.jpg\", 200]}. Each finished task writes one JSON line to stdout.
+With --queue URL, the tasks run as jobs on the hosts that run `hearth work
+--queue URL`, and their results come back here as the same lines.
 
 Exit status (as GNU parallel's):
   0         every task succeeded (or there were none)
@@ -37,7 +39,13 @@ pub fn run(options: RunOptions) -> anyhow::Result<u8> {
     };
     // Kept alive until the run ends: it holds the job worker script.
     let mut scratch = None;
-    let php = match &options.php_bootstrap {
+    // With --queue, the consumers' workers run PHP jobs (a bootstrap in
+    // the config file is for local runs).
+    let php = match options
+        .php_bootstrap
+        .as_ref()
+        .filter(|_| options.queue.is_none())
+    {
         Some(bootstrap) => {
             let (config, dir) =
                 job_pool("run", bootstrap, |script| options.job_pool_config(script))?;
@@ -50,6 +58,26 @@ pub fn run(options: RunOptions) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    if let Some(url) = options.queue_url() {
+        let submitted = runtime.block_on(async {
+            let queue =
+                hearth_queue::Queue::open_url(url.clone(), hearth_queue::QueueConfig::default())
+                    .await
+                    .map_err(|e| format!("cannot open the queue {url}: {e}"))?;
+            hearth_run::submit::submit(config, input, queue).await
+        });
+        drop(runtime);
+        return Ok(match submitted {
+            Ok(summary) => {
+                summarize(&options, &summary);
+                summary.exit_code()
+            }
+            Err(message) => {
+                crate::say!("hearth run: {message}");
+                hearth_run::ERROR_STATUS
+            }
+        });
+    }
     let prepared = {
         let _held = StartingWorkers::begin();
         runtime.block_on(hearth_run::prepare(config, input))
@@ -64,6 +92,12 @@ pub fn run(options: RunOptions) -> anyhow::Result<u8> {
     // The runtime goes first: it owns the workers' pipes.
     drop(runtime);
     drop(scratch);
+    summarize(&options, &summary);
+    Ok(summary.exit_code())
+}
+
+/// The last line on a terminal: how the run went.
+fn summarize(options: &RunOptions, summary: &hearth_run::Summary) {
     use std::io::IsTerminal as _;
     if std::io::stderr().is_terminal() && !options.no_progress {
         let secs = summary.elapsed.as_secs_f64();
@@ -86,7 +120,6 @@ pub fn run(options: RunOptions) -> anyhow::Result<u8> {
             },
         );
     }
-    Ok(summary.exit_code())
 }
 
 /// Set while `hearth run` starts its PHP workers. The pool logs each

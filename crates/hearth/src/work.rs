@@ -18,8 +18,9 @@ use crate::run::{job_pool, StartingWorkers};
 pub(crate) const AFTER_HELP: &str = "\
 A job's payload is one task in the format of a `hearth run` input line:
 {\"cmd\": \"gzip -k a.log\"} or {\"argv\": [...]} (optional: id, env, cwd,
-stdin, timeout); with --php-bootstrap, {\"call\": \"App\\\\Jobs\\\\resize\",
-\"args\": [\"a.jpg\", 200]}. A job that succeeds is acked with the JSON
+stdin, timeout), or a PHP job {\"call\": \"App\\\\Jobs\\\\resize\", \"args\":
+[\"a.jpg\", 200]}, which needs --php-bootstrap (on a host without it, the
+job fails and is retried, by another host perhaps). A job that succeeds is acked with the JSON
 object `hearth run` prints for the task, plus \"job\" (its id in the queue)
 and \"attempt\"; one that fails is retried by the queue after its backoff,
 and dead-lettered after its last attempt; a payload that is not a task is
@@ -117,7 +118,7 @@ pub fn run(options: WorkOptions) -> anyhow::Result<()> {
         )
         .await?;
         let kind = if executor.pool().is_some() {
-            "PHP jobs"
+            "shell tasks and PHP jobs"
         } else {
             "shell tasks"
         };

@@ -72,8 +72,10 @@ final class JobRuntime
     {
         $this->jobId = $request->id;
         $this->inJob = true;
+        $fields = [];
         try {
             $fields = array_column(Frame::decodeFields($request->server), 1, 0);
+            self::exposeJob($fields);
             $function = $fields['function'] ?? '';
             $args = json_decode($fields['args'] ?? '[]', true, 512, JSON_THROW_ON_ERROR);
             if (!is_array($args)) {
@@ -96,9 +98,29 @@ final class JobRuntime
             }
         } catch (\Throwable $e) {
             $json = self::failure(FailureReport::describe($e, FailureReport::traceBelow($e, self::class)));
+        } finally {
+            unset($_SERVER['HEARTH_JOB_ID'], $_SERVER['HEARTH_JOB_ATTEMPT']);
         }
         $this->inJob = false;
         $this->send($json, 0);
+    }
+
+    /**
+     * A job taken from a queue (`hearth work`) sees its id and attempt in
+     * `$_SERVER['HEARTH_JOB_ID']` and `['HEARTH_JOB_ATTEMPT']` during the
+     * call, as a shell task sees them in its environment, to make its
+     * effect idempotent; a call without them (`hearth run`, a call through
+     * `hearth work --listen`) sees neither.
+     *
+     * @param array<string, string> $fields
+     */
+    private static function exposeJob(array $fields): void
+    {
+        unset($_SERVER['HEARTH_JOB_ID'], $_SERVER['HEARTH_JOB_ATTEMPT']);
+        if (isset($fields['job_id'], $fields['job_attempt'])) {
+            $_SERVER['HEARTH_JOB_ID'] = $fields['job_id'];
+            $_SERVER['HEARTH_JOB_ATTEMPT'] = $fields['job_attempt'];
+        }
     }
 
     private function send(string $json, int $flags): void

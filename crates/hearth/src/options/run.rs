@@ -99,6 +99,13 @@ pub struct RunOptions {
     #[serde(skip)]
     pub lines: bool,
 
+    /// Run the tasks on the hosts that consume this queue (`hearth work --queue
+    /// URL`) instead of here: redis://HOST[:PORT][/DB]/NAME or file:PATH; results
+    /// come back as from a local run
+    #[arg(long, short = 'q', value_name = "URL")]
+    #[serde(skip)]
+    pub queue: Option<String>,
+
     /// Run PHP jobs in warm PHP workers that load FILE once
     #[arg(long, value_name = "FILE")]
     pub php_bootstrap: Option<PathBuf>,
@@ -136,6 +143,7 @@ impl Default for RunOptions {
             max_output: Size(16 << 20),
             no_progress: false,
             lines: false,
+            queue: None,
             php_bootstrap: None,
             // The CLI: jobs need no header() or sessions.
             php: PathBuf::from("php"),
@@ -167,6 +175,25 @@ impl Section for RunOptions {
     fn validate(&self, given: &Origins<'_>) -> Result<(), Fault> {
         if self.jobs == Some(0) {
             return Err(Fault::new("jobs", "must be at least 1"));
+        }
+        if let Some(url) = &self.queue {
+            hearth_queue::QueueUrl::parse(url).map_err(|e| Fault::new("queue", e.to_string()))?;
+            // The consumers run the tasks: how is theirs to say.
+            for (field, why) in [
+                ("jobs", "the consumers run the tasks, each as many at once as its own -j"),
+                ("kill_after", "the consumers stop tasks, with their own --kill-after"),
+                ("max_output", "the consumers keep output, up to their own --max-output"),
+                ("php_bootstrap", "PHP jobs run in the consumers' workers: start `hearth work` with --php-bootstrap"),
+                ("php", "PHP jobs run in the consumers' workers"),
+                ("ini", "PHP jobs run in the consumers' workers"),
+                ("boot_timeout", "PHP jobs run in the consumers' workers"),
+                ("halt", "jobs already queued cannot be stopped from here"),
+            ] {
+                if given.on_command_line(field) {
+                    return Err(Fault::new(field, format!("does not combine with {{queue}}: {why}")));
+                }
+            }
+            return Ok(());
         }
         if self.php_bootstrap.is_some() && (self.lines || !self.command.is_empty()) {
             return Err(Fault::new(
@@ -212,6 +239,14 @@ impl RunOptions {
                 InputFormat::Json
             },
         }
+    }
+
+    /// The queue of `--queue`, parsed.
+    pub fn queue_url(&self) -> Option<hearth_queue::QueueUrl> {
+        // Checked by `validate`.
+        self.queue
+            .as_deref()
+            .and_then(|url| hearth_queue::QueueUrl::parse(url).ok())
     }
 
     /// The job workers' pool, running `script` (the job worker script
