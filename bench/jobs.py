@@ -168,6 +168,41 @@ class Redis:
         stop_group(self.proc)
 
 
+def command_calls(redis: Redis) -> dict[str, int]:
+    """{command: calls} from INFO commandstats (commands a script runs count too)."""
+    calls = {}
+    for line in str(redis.command("INFO", "commandstats")).splitlines():
+        if line.startswith("cmdstat_"):
+            name, rest = line[len("cmdstat_"):].split(":", 1)
+            calls[name] = int(rest.split("calls=")[1].split(",")[0])
+    return calls
+
+
+def redis_cpu(redis: Redis) -> float:
+    """Seconds of CPU redis-server used so far (user + system, all threads)."""
+    info = dict(line.split(":", 1) for line in str(redis.command("INFO", "cpu")).splitlines() if ":" in line)
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def tree_cpu(roots: list[int]) -> float:
+    """Seconds of CPU used by the processes `roots` and their live descendants."""
+    parent, ticks = {}, {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(d.name)] = int(fields[1])
+            ticks[int(d.name)] = int(fields[11]) + int(fields[12])  # utime, stime
+    total, todo = 0, list(roots)
+    while todo:
+        pid = todo.pop()
+        total += ticks.get(pid, 0)
+        todo += [c for c, pp in parent.items() if pp == pid]
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -263,11 +298,14 @@ class Bench:
         self.redis.command("FLUSHALL")
         pushed = self.driver("--mode", "push", "--system", system, "--kind", kind, "-m", str(m),
                              timeout=self.args.timeout)
+        calls_before, redis_cpu_before = command_calls(self.redis), redis_cpu(self.redis)
         started = time.time()
         procs = self.consumers(system, n)
+        polls = 0
         try:
             deadline = time.monotonic() + self.args.timeout
             while True:
+                polls += 1
                 done = int(self.redis.command("GET", "bench:done") or 0)
                 if done >= m:
                     observed = time.time()
@@ -283,6 +321,9 @@ class Bench:
             time.sleep(0.2)
             done, total, first, last = self.redis.command("MGET", "bench:done", "bench:sum",
                                                           "bench:first", "bench:last")
+            consumer_cpu = tree_cpu([p.pid for p in procs])
+            redis_used = redis_cpu(self.redis) - redis_cpu_before
+            calls = command_calls(self.redis)
         finally:
             for p in procs:
                 stop_group(p)
@@ -291,9 +332,15 @@ class Bench:
             raise WrongResult(f"{system}, {kind} job, N={n}: {done} jobs ran (pushed {m}), their values "
                               f"add up to {total} (expected {pushed['expected_sum']})")
         seconds = float(last) - float(first)
+        # The benchmark's own commands: its polls (GET) and final MGET, and the INFO calls.
+        ours = {"get": polls, "mget": 1, "info": 2}
+        per_job = {c: (k - calls_before.get(c, 0) - ours.get(c, 0)) / m for c, k in calls.items()}
         return {"system": system, "kind": kind, "n": n, "jobs": m, "seconds": seconds,
                 "jps": m / seconds, "wall_seconds": observed - started,
-                "first_job_after": float(first) - started, "push_seconds": pushed["seconds"]}
+                "first_job_after": float(first) - started, "push_seconds": pushed["seconds"],
+                "consumer_cpu_us_per_job": consumer_cpu / m * 1e6,
+                "redis_cpu_us_per_job": redis_used / m * 1e6,
+                "redis_calls_per_job": {c: round(v, 3) for c, v in sorted(per_job.items()) if v > 0}}
 
     def latency(self, system: str) -> list[float]:
         self.redis.command("FLUSHALL")
@@ -403,6 +450,26 @@ def throughput_table(med: dict, kind: str, args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def cost_table(runs: list[dict], kind: str, args: argparse.Namespace) -> str:
+    """Medians over rounds of what a job costs: CPU and Redis commands."""
+    lines = ["| N | system | consumers' CPU µs/job | redis-server CPU µs/job | Redis commands/job "
+             "| of which |", "|---:|---|---:|---:|---:|---|"]
+    for n in args.n_list:
+        for system in args.system_list:
+            rs = [r for r in runs if r["kind"] == kind and r["n"] == n and r["system"] == system]
+            if not rs:
+                continue
+            calls: dict[str, float] = {}
+            for c in {c for r in rs for c in r["redis_calls_per_job"]}:
+                calls[c] = statistics.median(r["redis_calls_per_job"].get(c, 0) for r in rs)
+            top = sorted(calls.items(), key=lambda kv: -kv[1])
+            lines.append(
+                f"| {n} | {system} | {statistics.median(r['consumer_cpu_us_per_job'] for r in rs):.0f} "
+                f"| {statistics.median(r['redis_cpu_us_per_job'] for r in rs):.0f} "
+                f"| {sum(calls.values()):.1f} | {', '.join(f'{c} {v:.2g}' for c, v in top if v >= 0.05)} |")
+    return "\n".join(lines)
+
+
 def latency_table(lat: dict) -> str:
     lines = ["| system | jobs | p50 ms | p90 ms | p99 ms | max ms |", "|---|---:|---:|---:|---:|---:|"]
     for s, v in lat.items():
@@ -478,6 +545,17 @@ def write_report(runs: list[dict], latency: dict, args: argparse.Namespace, info
            "From just before the producer's push call to the job's first line (both microtime(true)); "
            "percentiles over every round's jobs.", "", latency_table(lat), "") if lat else ()),
         *(("## Targets", "", targets_table(goals), "") if goals else ()),
+        "## What a job costs",
+        "",
+        "Medians over rounds. Consumers' CPU: user + system time of the consumer processes (for "
+        "Hearth, `hearth work` and its PHP workers) over the run, their boot included, divided by M. "
+        "redis-server's CPU and the commands Redis counted (`INFO commandstats`, commands run by "
+        "scripts included) from the end of the push to the last job, divided by M. Every system's "
+        "job reports through the same script: 1 EVALSHA running 2 GET, 1 INCR, 1 INCRBY and 0 to "
+        "2 SET.",
+        "",
+        *(part for kind in args.kind_list
+          for part in (f"### {KINDS[kind].capitalize()}", "", cost_table(runs, kind, args), "")),
         "## Every run",
         "",
         rounds_table(runs),
