@@ -184,8 +184,9 @@ def redis_cpu(redis: Redis) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-def tree_cpu(roots: list[int]) -> float:
-    """Seconds of CPU used by the processes `roots` and their live descendants."""
+def tree_cpu(roots: list[int]) -> tuple[float, float]:
+    """Seconds of CPU used by the processes `roots` and their live descendants,
+    and by the roots alone."""
     parent, ticks = {}, {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
@@ -200,7 +201,8 @@ def tree_cpu(roots: list[int]) -> float:
         pid = todo.pop()
         total += ticks.get(pid, 0)
         todo += [c for c, pp in parent.items() if pp == pid]
-    return total / os.sysconf("SC_CLK_TCK")
+    hz = os.sysconf("SC_CLK_TCK")
+    return total / hz, sum(ticks.get(pid, 0) for pid in roots) / hz
 
 
 def free_port() -> int:
@@ -321,7 +323,7 @@ class Bench:
             time.sleep(0.2)
             done, total, first, last = self.redis.command("MGET", "bench:done", "bench:sum",
                                                           "bench:first", "bench:last")
-            consumer_cpu = tree_cpu([p.pid for p in procs])
+            consumer_cpu, root_cpu = tree_cpu([p.pid for p in procs])
             redis_used = redis_cpu(self.redis) - redis_cpu_before
             calls = command_calls(self.redis)
         finally:
@@ -339,6 +341,8 @@ class Bench:
                 "jps": m / seconds, "wall_seconds": observed - started,
                 "first_job_after": float(first) - started, "push_seconds": pushed["seconds"],
                 "consumer_cpu_us_per_job": consumer_cpu / m * 1e6,
+                # For Hearth, `hearth work` itself (the rest is its PHP workers).
+                "front_cpu_us_per_job": root_cpu / m * 1e6 if system == "hearth" else None,
                 "redis_cpu_us_per_job": redis_used / m * 1e6,
                 "redis_calls_per_job": {c: round(v, 3) for c, v in sorted(per_job.items()) if v > 0}}
 
@@ -452,8 +456,8 @@ def throughput_table(med: dict, kind: str, args: argparse.Namespace) -> str:
 
 def cost_table(runs: list[dict], kind: str, args: argparse.Namespace) -> str:
     """Medians over rounds of what a job costs: CPU and Redis commands."""
-    lines = ["| N | system | consumers' CPU µs/job | redis-server CPU µs/job | Redis commands/job "
-             "| of which |", "|---:|---|---:|---:|---:|---|"]
+    lines = ["| N | system | consumers' CPU µs/job | of which `hearth work` | redis-server CPU µs/job "
+             "| Redis commands/job | of which |", "|---:|---|---:|---:|---:|---:|---|"]
     for n in args.n_list:
         for system in args.system_list:
             rs = [r for r in runs if r["kind"] == kind and r["n"] == n and r["system"] == system]
@@ -463,9 +467,11 @@ def cost_table(runs: list[dict], kind: str, args: argparse.Namespace) -> str:
             for c in {c for r in rs for c in r["redis_calls_per_job"]}:
                 calls[c] = statistics.median(r["redis_calls_per_job"].get(c, 0) for r in rs)
             top = sorted(calls.items(), key=lambda kv: -kv[1])
+            front = (f"{statistics.median(r['front_cpu_us_per_job'] for r in rs):.0f}"
+                     if system == "hearth" else "")
             lines.append(
                 f"| {n} | {system} | {statistics.median(r['consumer_cpu_us_per_job'] for r in rs):.0f} "
-                f"| {statistics.median(r['redis_cpu_us_per_job'] for r in rs):.0f} "
+                f"| {front} | {statistics.median(r['redis_cpu_us_per_job'] for r in rs):.0f} "
                 f"| {sum(calls.values()):.1f} | {', '.join(f'{c} {v:.2g}' for c, v in top if v >= 0.05)} |")
     return "\n".join(lines)
 
