@@ -610,7 +610,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, help="interleaved rounds (default: 3)")
-    p.add_argument("-m", type=int, help="jobs per throughput run (default: 3000)")
+    p.add_argument("-m", type=int, help="jobs per throughput run (default: 7000)")
     p.add_argument("--processes", help="consumer process counts, comma-separated (default: 1,2,4)")
     p.add_argument("--jobs", default=",".join(KINDS), help="which jobs: %(default)s")
     p.add_argument("--systems", default=",".join(SYSTEMS), help="which systems: %(default)s")
@@ -626,7 +626,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.argv = argv
     defaults = (dict(rounds=1, m=300, processes="1,2", latency=20) if args.quick
-                else dict(rounds=3, m=3000, processes="1,2,4", latency=200))
+                else dict(rounds=3, m=7000, processes="1,2,4", latency=200))
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
