@@ -22,8 +22,8 @@ push to the job's first line (microtime(true) on both sides).
 
 Rounds are interleaved (the system order rotates); medians are reported.
 
-    python3 bench/jobs.py              # the full benchmark (about 7 minutes on 2 CPUs)
-    python3 bench/jobs.py --quick      # a smoke test (about 40 s)
+    python3 bench/jobs.py              # the full benchmark (about 8 minutes on 2 CPUs)
+    python3 bench/jobs.py --quick      # a smoke test (about 50 s)
 
 Writes bench/results/jobs-<date>.{md,json} and jobs-latest.{md,json}
 (--quick: jobs-quick-latest.*). Exits 0 when every result was right, 1 when

@@ -31,8 +31,10 @@ $system = (string) ($options['system'] ?? '');
 $kind = (string) ($options['kind'] ?? 'trivial');
 $m = (int) ($options['m'] ?? 0);
 $gapMs = (float) ($options['gap'] ?? 20);
-if (!in_array($mode, ['push', 'latency'], true) || !in_array($system, ['hearth', 'messenger', 'laravel'], true)
-    || !in_array($kind, ['trivial', 'invoice'], true) || $m < 1) {
+if (
+    !in_array($mode, ['push', 'latency'], true) || !in_array($system, ['hearth', 'messenger', 'laravel'], true)
+    || !in_array($kind, ['trivial', 'invoice'], true) || $m < 1
+) {
     fwrite(STDERR, "usage: php driver.php --mode push|latency --system hearth|messenger|laravel [--kind trivial|invoice] -m M\n");
     exit(2);
 }
