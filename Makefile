@@ -116,14 +116,16 @@ lint: deps-test
 	$(PHPCS) --standard=PSR12 --ignore='*.blade.php' php/src php/tests php/autoload.php examples
 
 ## Hearth against nginx + php-fpm, same machine, same run; then `hearth run`
-## against the TaskRunner.php seed's process pools, and Jobs::call() round
-## trips against php -r per call (see bench/README.md).
+## against the TaskRunner.php seed's process pools, Jobs::call() round trips
+## against php -r per call, and `hearth work` against Symfony Messenger and
+## Laravel queue workers (see bench/README.md).
 bench: deps-bench ext
 	$(CARGO) build --release -p hearth
 	python3 bench/http.py
 	python3 bench/recycle.py
 	python3 bench/tasks.py
 	python3 bench/calls.py
+	python3 bench/jobs.py
 
 clean:
 	$(CARGO) clean
