@@ -47,8 +47,10 @@ if sys.path and os.path.realpath(sys.path[0]) == os.path.dirname(os.path.realpat
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import http.client  # noqa: E402
+import json  # noqa: E402
 import platform  # noqa: E402
 import re  # noqa: E402
+import resource  # noqa: E402
 import shutil  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
@@ -74,14 +76,23 @@ RESULTS = BENCH / "results"
 HEARTH = "hearth"
 HEARTH_NO_EXT = "hearth (no ext)"
 FPM = "php-fpm"
-CONTENDERS = (HEARTH, HEARTH_NO_EXT, FPM)
+WORKERMAN = "workerman"
+CONTENDERS = (HEARTH, HEARTH_NO_EXT, FPM, WORKERMAN)
 """In the order of every round of interleaving."""
-SERVER_LABELS = {HEARTH: "Hearth", HEARTH_NO_EXT: "Hearth (no ext)", FPM: "nginx + php-fpm"}
+SERVER_LABELS = {HEARTH: "Hearth", HEARTH_NO_EXT: "Hearth (no ext)", FPM: "nginx + php-fpm",
+                 WORKERMAN: "Workerman"}
 CLASSIC_CONTENDERS = (HEARTH, FPM)
 """A classic app's: classic mode runs php-fpm, which has no Hearth
 extension to turn off."""
 NO_EXT_ARGS = ("--php-extension", "off")
 """What makes `hearth serve` run its workers without the Hearth extension."""
+WORKERMAN_BRIDGE = BENCH / "workerman" / "server.php"
+WORKERMAN_RELEASE = "workerman-5.2.2"
+"""Workerman's release, read from the peers directory beside the checkout
+(../shared/peers/), never copied into the repository."""
+WORKERMAN_ENV = "BENCH_WORKERMAN"
+"""The environment variable that gives Workerman's directory (--workerman wins)."""
+APP_LOOP = BENCH / "php" / "app-loop.php"
 
 # Variables that would change what the Hearth process measures: RUST_LOG and
 # HEARTH_LOG override --log-level, the other HEARTH_* ones are tuning and
@@ -142,6 +153,12 @@ class App:
     normalize: Callable[[bytes], bytes] = lambda body: body
     """What is masked in a body before two servers' bodies are compared
     (a time the page shows, say)."""
+    workerman: bool = False
+    """Whether bench/workerman/server.php serves this app (its
+    BENCH_WORKERMAN_APP is the app's name)."""
+    loop_requests: int = 0
+    """Iterations of bench/php/app-loop.php (the app's own time per request
+    in a warm loop, without HTTP); 0: the loop does not know this app."""
 
     @property
     def classic(self) -> bool:
@@ -152,7 +169,8 @@ class App:
         return self.hearth_config is not None
 
     def contenders(self, args: argparse.Namespace) -> tuple[str, ...]:
-        return tuple(c for c in args.contenders if not self.classic or c in CLASSIC_CONTENDERS)
+        return tuple(c for c in args.contenders
+                     if (not self.classic or c in CLASSIC_CONTENDERS) and (c != WORKERMAN or self.workerman))
 
 
 def dokuwiki_body(body: bytes) -> bytes:
@@ -188,6 +206,24 @@ APPS = {
         docroot=BENCH / "apps" / "hello",
         script="hello.php",
         path="/",
+        workerman=True,
+        loop_requests=200_000,
+    ),
+    # Symfony's MicroKernel with one JSON route, in prod mode: the kernel
+    # booted once per worker (Hearth, Workerman) or per request (php-fpm),
+    # handle() + terminate() + the services_resetter per request.
+    "symfony-micro": App(
+        name="symfony-micro",
+        worker=BENCH / "apps" / "symfony-micro" / "worker.php",
+        docroot=BENCH / "apps" / "symfony-micro",
+        script="index.php",
+        path="/hello/bench?lang=fr",
+        checks=(
+            Check("/hello/other", 200, same_body=True),
+            Check("/nowhere", 404, same_body=True),
+        ),
+        workerman=True,
+        loop_requests=5_000,
     ),
     "slim": App(
         name="slim",
@@ -304,6 +340,18 @@ class Round:
     workers_anon_kib: int = 0
     """The anonymous part of workers_rss_kib (RssAnon): heaps and stacks,
     without the mapped files and shared memory."""
+    worker_rss_kib: float = 0.0
+    """Mean resident memory of one PHP process that serves requests (no
+    master): a Hearth php-cgi worker, a php-fpm child, a Workerman child."""
+    wrk_cpu_s: float = 0.0
+    """CPU time wrk (the load generator) spent in the round."""
+    front_csw: tuple[int, int] = (0, 0)
+    """Voluntary and involuntary context switches of the front in the
+    round, every thread of every process (/proc/PID/task/TID/status)."""
+    workers_csw: tuple[int, int] = (0, 0)
+    """The same for the PHP processes."""
+    wrk_csw: tuple[int, int] = (0, 0)
+    """The same for wrk (getrusage of the reaped child)."""
 
     @property
     def rps(self) -> float:
@@ -316,6 +364,13 @@ class Round:
     @property
     def workers_us_per_req(self) -> float:
         return self.workers_cpu_s * 1e6 / self.requests if self.requests else 0.0
+
+    @property
+    def wrk_us_per_req(self) -> float:
+        return self.wrk_cpu_s * 1e6 / self.requests if self.requests else 0.0
+
+    def per_req(self, count: int) -> float:
+        return count / self.requests if self.requests else 0.0
 
     @property
     def socket_errors(self) -> int:
@@ -334,6 +389,10 @@ class AppResult:
     extensions: dict[str, str | None] = field(default_factory=dict)
     """Per Hearth contender, the Hearth extension its workers have mapped
     (None: none), as /proc/PID/maps shows it."""
+    loops: list[LoopRun] = field(default_factory=list)
+    """The app's own time per request in a warm loop (bench/php/app-loop.php)."""
+    syscalls: dict[str, SyscallCount] = field(default_factory=dict)
+    """Per contender, the system calls of its short counting round."""
 
     def measured(self, server: str) -> list[Round]:
         return [r for r in self.rounds if r.server == server]
@@ -478,17 +537,48 @@ def descendants(table: dict[int, ProcStat], root: int) -> list[ProcStat]:
     return found
 
 
-CpuSample = dict[str, dict[tuple[int, int], int]]
-"""Per group ("front", "workers"), the ticks of each process by (pid, start)."""
+CpuSample = dict[str, dict[tuple[int, int], tuple[int, int, int]]]
+"""Per group ("front", "workers"), the ticks and the voluntary and
+involuntary context switches of each process by (pid, start)."""
 
 
-def cpu_sample(server: HearthServer | FpmServer) -> CpuSample:
+def context_switches(pid: int) -> tuple[int, int]:
+    """Voluntary and involuntary context switches of every thread of a
+    process: /proc/PID/status counts its main thread's only."""
+    vol = invol = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0, 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        vol += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        invol += int(line.split()[1])
+        except (OSError, ValueError):
+            continue  # the thread exited meanwhile
+    return vol, invol
+
+
+def cpu_sample(server: Server) -> CpuSample:
     table = proc_table()
     front, workers = server.cpu_groups(table)
     return {
-        "front": {(p.pid, p.start): p.ticks for p in front},
-        "workers": {(p.pid, p.start): p.ticks for p in workers},
+        "front": {(p.pid, p.start): (p.ticks, *context_switches(p.pid)) for p in front},
+        "workers": {(p.pid, p.start): (p.ticks, *context_switches(p.pid)) for p in workers},
     }
+
+
+def csw_delta(before: CpuSample, after: CpuSample, group: str) -> tuple[int, int]:
+    """Context switches (voluntary, involuntary) a group made between two
+    samples, counted as cpu_seconds counts CPU time."""
+    was = before[group]
+    vol = sum(v - was.get(key, (0, 0, 0))[1] for key, (_, v, _) in after[group].items())
+    invol = sum(i - was.get(key, (0, 0, 0))[2] for key, (_, _, i) in after[group].items())
+    return vol, invol
 
 
 def cpu_seconds(before: CpuSample, after: CpuSample, group: str) -> float:
@@ -499,7 +589,7 @@ def cpu_seconds(before: CpuSample, after: CpuSample, group: str) -> float:
     so the round undercounts: that does not happen here, where neither
     server recycles workers (no --max-requests, pm.max_requests = 0)."""
     was = before[group]
-    return sum(ticks - was.get(key, 0) for key, ticks in after[group].items()) / CLOCK_TICKS
+    return sum(ticks - was.get(key, (0, 0, 0))[0] for key, (ticks, _, _) in after[group].items()) / CLOCK_TICKS
 
 
 def rss_kib(pids: list[int], field: str = "VmRSS") -> int:
@@ -520,12 +610,16 @@ def rss_kib(pids: list[int], field: str = "VmRSS") -> int:
     return total
 
 
-def rss_sample(server: HearthServer | FpmServer) -> tuple[int, int, int]:
+def rss_sample(server: Server) -> tuple[int, int, int, float]:
     """The front's RSS, the PHP processes' RSS and their anonymous RSS, in
-    KiB, as cpu_groups splits the processes."""
-    front, workers = server.cpu_groups(proc_table())
+    KiB, as cpu_groups splits the processes; and the mean RSS of one PHP
+    process that serves requests (masters left out)."""
+    table = proc_table()
+    front, workers = server.cpu_groups(table)
     php = [p.pid for p in workers]
-    return rss_kib([p.pid for p in front]), rss_kib(php), rss_kib(php, "RssAnon")
+    serving = [p.pid for p in server.serving(table)]
+    per_worker = rss_kib(serving) / len(serving) if serving else 0.0
+    return rss_kib([p.pid for p in front]), rss_kib(php), rss_kib(php, "RssAnon"), per_worker
 
 
 def hearth_extension(pids: list[int]) -> str | None:
@@ -598,6 +692,14 @@ class HearthServer:
         if self.proc is None or self.proc.pid not in table:
             return [], []
         return [table[self.proc.pid]], descendants(table, self.proc.pid)
+
+    def serving(self, table: dict[int, ProcStat]) -> list[ProcStat]:
+        """The PHP processes that serve requests: the php-cgi workers, or
+        in classic mode the children of Hearth's php-fpm master."""
+        if self.proc is None or self.proc.pid not in table:
+            return []
+        below = descendants(table, self.proc.pid)
+        return [p for p in below if p.ppid != self.proc.pid] if self.site_root else below
 
     def stop(self) -> None:
         """SIGTERM to Hearth, which stops its workers politely; SIGKILL to
@@ -678,6 +780,11 @@ class FpmServer:
             groups.append([table[pid], *descendants(table, pid)] if pid in table else [])
         return groups[0], groups[1]
 
+    def serving(self, table: dict[int, ProcStat]) -> list[ProcStat]:
+        """php-fpm's children, without their master."""
+        pid = self.pid("php-fpm")
+        return descendants(table, pid) if pid in table else []
+
     def stop(self) -> None:
         if not self.started:
             return
@@ -689,12 +796,130 @@ class FpmServer:
         self.started = False
 
 
+class WorkermanServer:
+    """Workerman (bench/workerman/server.php) in its own process group, its
+    master in the foreground: N PHP processes that each accept connections
+    and parse HTTP themselves, with no front. OPcache is turned on for the
+    CLI, as the other contenders' PHP (php-cgi, php-fpm) has it."""
+
+    def __init__(self, source: Path, app: App, port: int, workers: int, state: Path):
+        self.source = source
+        self.app = app
+        self.port = port
+        self.workers = workers
+        self.state = state / "workerman"
+        self.log = self.state / "output.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.state.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "BENCH_WORKERMAN_DIR": str(self.source), "BENCH_WORKERMAN_APP": self.app.name,
+               "BENCH_WORKERMAN_LISTEN": f"127.0.0.1:{self.port}", "BENCH_WORKERMAN_COUNT": str(self.workers),
+               "BENCH_WORKERMAN_STATE": str(self.state)}
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(
+                [php_cli(), "-d", "opcache.enable_cli=1", str(WORKERMAN_BRIDGE), "start"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                start_new_session=True,
+            )
+        try:
+            wait_until_serving(self.port, self.app.path, 60.0, alive=lambda: self.proc.poll() is None)
+        except BenchError as e:
+            raise BenchError(f"workerman: {e}\n{tail(self.log)}\n{tail(self.state / 'workerman.log')}") from None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def cpu_groups(self, table: dict[int, ProcStat]) -> tuple[list[ProcStat], list[ProcStat]]:
+        """No front; the PHP processes are the master (idle under load) and
+        its children."""
+        if self.proc is None or self.proc.pid not in table:
+            return [], []
+        return [], [table[self.proc.pid], *descendants(table, self.proc.pid)]
+
+    def serving(self, table: dict[int, ProcStat]) -> list[ProcStat]:
+        """The master's children, which accept and serve."""
+        if self.proc is None or self.proc.pid not in table:
+            return []
+        return descendants(table, self.proc.pid)
+
+    def stop(self) -> None:
+        """SIGTERM to the master, which stops its children (within
+        Workerman's stopTimeout, 2 s); SIGKILL to what is left."""
+        if self.proc is None:
+            return
+        pgid = self.proc.pid
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(timeout=10)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                pass
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self.proc = None
+
+
+Server = HearthServer | FpmServer | WorkermanServer
+
+
+def php_cli() -> str:
+    return shutil.which("php") or "php"
+
+
+def find_workerman(given: str | None) -> tuple[Path | None, str]:
+    """Workerman's release directory (holding src/Worker.php), and a note
+    saying where it came from or why it is missing: --workerman DIR, else
+    $BENCH_WORKERMAN, else ../shared/peers/workerman-5.2.2 beside this
+    checkout or beside the main checkout of a git worktree."""
+    if given == "none":
+        return None, "skipped (--workerman none)"
+    if given or os.environ.get(WORKERMAN_ENV):
+        where = Path(given or os.environ[WORKERMAN_ENV]).expanduser().resolve()
+        candidates = [where]
+        origin = "--workerman" if given else f"${WORKERMAN_ENV}"
+    else:
+        candidates = [ROOT.parent / "shared" / "peers" / WORKERMAN_RELEASE]
+        common = first_line(["git", "-C", str(ROOT), "rev-parse", "--path-format=absolute", "--git-common-dir"])
+        if common.startswith("/"):
+            candidates.append(Path(common).parent.parent / "shared" / "peers" / WORKERMAN_RELEASE)
+        origin = "../shared/peers/"
+    for candidate in candidates:
+        if (candidate / "src" / "Worker.php").is_file():
+            missing = [ext for ext in ("pcntl", "posix") if ext not in php_modules()]
+            if missing:
+                return None, (f"found in {candidate} but skipped: the PHP CLI lacks {', '.join(missing)} "
+                              "(apt-get install php8.2-cli)")
+            return candidate.resolve(), f"{candidate.resolve()} (from {origin})"
+    return None, (f"not found ({', '.join(str(c) for c in dict.fromkeys(candidates))} has no src/Worker.php): "
+                  f"the workerman contender is skipped; give its directory with --workerman DIR or ${WORKERMAN_ENV}")
+
+
+def php_modules() -> set[str]:
+    try:
+        out = subprocess.run([php_cli(), "-m"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return {line.strip().lower() for line in out.splitlines()}
+
+
 # ---------------------------------------------------------------------- wrk
 
 
 def run_wrk(wrk: str, port: int, path: str, connections: int, duration: int,
-            app: str, server: str, index: int, cookie: str | None = None) -> Round:
-    cmd = [wrk, "-t1", f"-c{connections}", f"-d{duration}s", "-s", str(REPORT_LUA),
+            app: str, server: str, index: int, cookie: str | None = None,
+            wrap: list[str] | None = None) -> Round:
+    """One wrk run, with wrk's own CPU time and context switches from the
+    rusage of the reaped child (the only child the benchmark reaps while a
+    round runs). wrap: a command wrk runs under (a syscall counter)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cmd = [*(wrap or []), wrk, "-t1", f"-c{connections}", f"-d{duration}s", "-s", str(REPORT_LUA),
            *(["-H", f"Cookie: {cookie}"] if cookie else []),
            f"http://127.0.0.1:{port}{path}"]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -712,14 +937,157 @@ def run_wrk(wrk: str, port: int, path: str, connections: int, duration: int,
         raise BenchError(f"wrk failed (exit {proc.returncode}):\n{out}")
     values = dict(item.split("=", 1) for item in report.split()[1:])
     n = {k: float(v) for k, v in values.items()}
-    return Round(
+    now = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = Round(
         app=app, server=server, index=index,
         requests=int(n["requests"]), duration_s=n["duration_us"] / 1e6, bytes=int(n["bytes"]),
         p50_us=n["p50_us"], p99_us=n["p99_us"], mean_us=n["mean_us"], max_us=n["max_us"],
         errors_connect=int(n["errors_connect"]), errors_read=int(n["errors_read"]),
         errors_write=int(n["errors_write"]), errors_timeout=int(n["errors_timeout"]),
         errors_status=int(n["errors_status"]),
+        wrk_cpu_s=(now.ru_utime + now.ru_stime) - (usage.ru_utime + usage.ru_stime),
+        wrk_csw=(now.ru_nvcsw - usage.ru_nvcsw, now.ru_nivcsw - usage.ru_nivcsw),
     )
+    return r
+
+
+# ---------------------------------------------------------- system calls
+#
+# System calls per request, counted in a short round of their own after the
+# measured ones (a counter attached to a process slows it down): with
+# `perf stat -e raw_syscalls:sys_enter` where the tracepoint is readable
+# (root, or perf_event_paranoid -1 and a readable tracefs), else with
+# `strace -c -f` (ptrace: any user's own processes, but every system call
+# stops the process, so the round runs far slower and batching may
+# differ), else not at all.
+
+SYSCALL_EVENT = "raw_syscalls:sys_enter"
+
+
+def syscall_tool() -> tuple[str | None, str]:
+    """The counter that works here, and a note for the report."""
+    if shutil.which("perf"):
+        try:
+            probe = subprocess.run(["perf", "stat", "-e", SYSCALL_EVENT, "-x,", "-o", "/dev/null", "--", "true"],
+                                   capture_output=True, text=True, timeout=30)
+            if probe.returncode == 0:
+                return "perf", f"`perf stat -e {SYSCALL_EVENT}`"
+            why = (probe.stderr.strip().splitlines() or ["failed"])[-1]
+        except (OSError, subprocess.TimeoutExpired) as e:
+            why = str(e)
+        perf_note = f"perf cannot count {SYSCALL_EVENT} here ({why})"
+    else:
+        perf_note = "no perf"
+    if shutil.which("strace"):
+        return "strace", (f"`strace -c -f` ({perf_note}; under strace every system call stops the "
+                          "process, so the counting round is slower and may batch differently)")
+    return None, f"not counted ({perf_note}, no strace)"
+
+
+@dataclass
+class SyscallCount:
+    requests: int
+    front: int | None
+    """Over the front's processes; None: no front (Workerman) or the count failed."""
+    workers: int | None
+    """Over every PHP process (masters included)."""
+    wrk: int | None
+    serving: int
+    """How many PHP processes serve requests, for the per-worker figure."""
+
+    def per_req(self, count: int | None) -> float | None:
+        return count / self.requests if count is not None and self.requests else None
+
+
+def counter_command(tool: str, output: Path) -> list[str]:
+    if tool == "perf":
+        return ["perf", "stat", "-e", SYSCALL_EVENT, "-x,", "-o", str(output)]
+    return ["strace", "-c", "-f", "-q", "-o", str(output)]
+
+
+def read_count(tool: str, output: Path) -> int | None:
+    """The total a counter wrote: perf's CSV line for the event, or the
+    calls column of strace -c's total line."""
+    try:
+        text = output.read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if tool == "perf" and SYSCALL_EVENT in line and not line.startswith("#"):
+            value = line.split(",", 1)[0]
+            return int(value) if value.isdigit() else None
+        fields = line.split()
+        if tool == "strace" and fields and fields[-1] == "total" and len(fields) >= 5:
+            return int(fields[3]) if fields[3].isdigit() else None
+    return None
+
+
+def count_syscalls(tool: str, server: Server, state: Path, run: Callable[[list[str]], Round]) -> SyscallCount:
+    """Attaches a counter to the front's processes and one to the PHP
+    processes, runs wrk (under a third counter) through run(wrap), and
+    stops the counters with SIGINT, which makes them write their totals."""
+    table = proc_table()
+    front, workers = server.cpu_groups(table)
+    serving = len(server.serving(table))
+    counters: dict[str, tuple[subprocess.Popen, Path]] = {}
+    try:
+        for group, procs in (("front", front), ("workers", workers)):
+            if not procs:
+                continue
+            output = state / f"syscalls-{group}.txt"
+            if tool == "perf":
+                target = ["-p", ",".join(str(p.pid) for p in procs)]
+            else:
+                target = [arg for p in procs for arg in ("-p", str(p.pid))]
+            counters[group] = (subprocess.Popen([*counter_command(tool, output), *target],
+                                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                                stderr=subprocess.DEVNULL, start_new_session=True), output)
+        time.sleep(0.5)  # attached before the first request
+        wrk_output = state / "syscalls-wrk.txt"
+        r = run(counter_command(tool, wrk_output) + (["--"] if tool == "perf" else []))
+    finally:
+        for proc, _ in counters.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    found = {group: read_count(tool, output) for group, (_, output) in counters.items()}
+    return SyscallCount(requests=r.requests, front=found.get("front"), workers=found.get("workers"),
+                        wrk=read_count(tool, wrk_output), serving=serving)
+
+
+# ------------------------------------------------------------- app's own time
+
+
+@dataclass
+class LoopRun:
+    wall_us: float
+    cpu_us: float
+    requests: int
+    body: bytes
+
+
+def app_loop(app: App, php_cgi: str) -> LoopRun:
+    """bench/php/app-loop.php for this app, in php-cgi (the SAPI and php.ini
+    of Hearth's workers): the app's own time per request, booted once,
+    called in a loop, with no HTTP and no worker protocol."""
+    env = {**os.environ, "BENCH_LOOP_APP": app.name, "BENCH_LOOP_N": str(app.loop_requests),
+           "BENCH_LOOP_PATH": app.path}
+    try:
+        out = subprocess.run([php_cgi, "-q", str(APP_LOOP)], env=env, capture_output=True, text=True,
+                             timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{APP_LOOP.relative_to(ROOT)} for {app.name} did not finish within 120 s") from None
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("{")), None)
+    if out.returncode != 0 or line is None:
+        raise BenchError(f"{APP_LOOP.relative_to(ROOT)} for {app.name} failed (exit {out.returncode}):\n"
+                         f"{out.stdout}{out.stderr}")
+    data = json.loads(line)
+    return LoopRun(wall_us=float(data["wall_us"]), cpu_us=float(data["cpu_us"]), requests=int(data["requests"]),
+                   body=str(data["body"]).encode())
 
 
 # ------------------------------------------------------------ verification
@@ -807,10 +1175,22 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
     else:
         print(f"\n== {app.name}: hearth {app.worker.relative_to(ROOT)} vs php-fpm "
               f"{(app.docroot / app.script).relative_to(ROOT)}, GET {app.path}")
+    result = AppResult(app)
+    if app.loop_requests and args.loop_runs:
+        # The first run also fills a framework app's cache, which every
+        # server then shares.
+        app_loop(app, args.php_cgi)
+        for _ in range(args.loop_runs):
+            result.loops.append(app_loop(app, args.php_cgi))
+        print(f"  app's own time in a warm loop ({APP_LOOP.relative_to(ROOT)}, php-cgi, "
+              f"{app.loop_requests} requests, {args.loop_runs} runs): "
+              + ", ".join(f"{run.cpu_us:.2f}" for run in result.loops) + " µs CPU per request")
     ports = dict(zip(contenders, free_ports(len(contenders))))
-    servers: dict[str, HearthServer | FpmServer] = {}
+    servers: dict[str, Server] = {}
     for server, port in ports.items():
-        if server == FPM:
+        if server == WORKERMAN:
+            servers[server] = WorkermanServer(args.workerman_dir, app, port, args.workers, state)
+        elif server == FPM:
             docroot = roots[server] / "public" if app.framework else roots.get(server) or app.docroot
             servers[server] = FpmServer(app, port, args.workers, state, docroot,
                                         env={"NGINX_SITE": "classic"} if app.classic else None)
@@ -822,7 +1202,6 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
                                            extra_args=NO_EXT_ARGS if server == HEARTH_NO_EXT else (),
                                            site_root=roots.get(server) if app.classic else None,
                                            config=roots[server] / app.hearth_config if app.framework else None)
-    result = AppResult(app)
     try:
         for server in contenders:
             if isinstance(servers[server], HearthServer):
@@ -834,6 +1213,12 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
         # own sessions), sent with every request from here on.
         cookies = {server: first_visit_cookie(port, app.path) for server, port in ports.items()} if app.cookie else {}
         problems = verify(app, ports, cookies)
+        if result.loops:
+            # The loop must have measured the response the servers give.
+            served = app.normalize(fetch(ports[contenders[0]], app.path)[2])
+            if app.normalize(result.loops[0].body) != served:
+                problems.append(f"{app.name}: {APP_LOOP.relative_to(ROOT)} answered {result.loops[0].body[:120]!r}, "
+                                f"the servers {served[:120]!r}")
         if problems:
             raise VerificationFailed(problems)
         if not app.classic:
@@ -848,11 +1233,14 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
             after = cpu_sample(servers[server])
             r.front_cpu_s = cpu_seconds(before, after, "front")
             r.workers_cpu_s = cpu_seconds(before, after, "workers")
-            r.front_rss_kib, r.workers_rss_kib, r.workers_anon_kib = rss_sample(servers[server])
+            r.front_csw = csw_delta(before, after, "front")
+            r.workers_csw = csw_delta(before, after, "workers")
+            r.front_rss_kib, r.workers_rss_kib, r.workers_anon_kib, r.worker_rss_kib = rss_sample(servers[server])
             label = "warm-up" if index == 0 else f"round {index}/{args.rounds}"
             print(f"  {label:<12} {server:<15} {r.rps:>8.0f} req/s  p50 {r.p50_us / 1000:6.2f} ms"
                   f"  p99 {r.p99_us / 1000:6.2f} ms  failed {r.failed}"
                   f"  CPU µs/req: front {r.front_us_per_req:5.1f}, workers {r.workers_us_per_req:5.1f}"
+                  f", wrk {r.wrk_us_per_req:5.1f}"
                   f"  RSS MiB: front {r.front_rss_kib / 1024:5.1f}, PHP {r.workers_rss_kib / 1024:6.1f}",
                   flush=True)
             return r
@@ -862,6 +1250,22 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
         for index in range(1, args.rounds + 1):
             for server in contenders:
                 result.rounds.append(one(server, index, args.duration))
+        if args.syscall_tool:
+            for server in contenders:
+                if not servers[server].alive():
+                    raise BenchError(f"{server} is no longer running")
+                own = state / f"syscalls-{server.replace(' ', '-').replace('(', '').replace(')', '')}"
+                own.mkdir()
+                count = count_syscalls(
+                    args.syscall_tool, servers[server], own,
+                    lambda wrap, server=server: run_wrk(
+                        args.wrk, ports[server], app.path, app.connections or args.connections,
+                        args.syscall_seconds, app.name, server, -1, cookie=cookies.get(server), wrap=wrap))
+                result.syscalls[server] = count
+                shown = {k: count.per_req(getattr(count, k)) for k in ("front", "workers", "wrk")}
+                print(f"  syscalls     {server:<15} {count.requests} requests; per request: "
+                      + ", ".join(f"{k} {'—' if v is None else f'{v:.2f}'}" for k, v in shown.items()),
+                      flush=True)
         return result
     finally:
         for server in reversed(contenders):
@@ -879,7 +1283,7 @@ def stop_sites(app: App, sites: list[Path]) -> None:
                        capture_output=True, timeout=120)
 
 
-def check_extensions(servers: dict[str, HearthServer | FpmServer], result: AppResult) -> None:
+def check_extensions(servers: dict[str, Server], result: AppResult) -> None:
     """Which runtime each Hearth contender's workers run, from their memory
     maps: without the extension built, hearth and hearth (no ext) would
     measure the same thing and the comparison would say nothing."""
@@ -930,6 +1334,11 @@ def machine(args: argparse.Namespace) -> dict[str, str]:
                   f"{datetime.datetime.fromtimestamp(args.hearth.stat().st_mtime).astimezone():%Y-%m-%d %H:%M %Z}; "
                   f"source tree at git {git_revision()})",
         "wrk": first_line([args.wrk, "--version"]),
+        "Workerman": args.workerman_note,
+        **({"PHP (Workerman)": f"{first_line([php_cli(), '-v'])} ({php_cli()}), `-d opcache.enable_cli=1`, "
+                               f"event loop {'Event (ext-event)' if 'event' in php_modules() else 'Select (no ext-event)'}"}
+           if args.workerman_dir else {}),
+        "System calls counted with": args.syscall_note,
     }
 
 
@@ -991,6 +1400,14 @@ def summary_table(results: list[AppResult]) -> str:
                          f"| {fmt_us(m['front'])} | {fmt_us(m['workers'])} "
                          f"| {fmt_mib(m['front_rss'])} | {fmt_mib(m['workers_rss'])} | {fmt_mib(m['workers_anon'])} |")
         h, f = med[HEARTH], med[FPM]
+        if WORKERMAN in med:
+            w = med[WORKERMAN]
+            lines.append(f"| {res.app.name} | `{res.app.path}` | **Hearth / Workerman** "
+                         f"| **{fmt_ratio(h['rps'], w['rps'])}** "
+                         f"| {fmt_ratio(h['p50'], w['p50'])} | {fmt_ratio(h['p99'], w['p99'])} | "
+                         f"| | {fmt_ratio(h['workers'], w['workers'])} "
+                         f"| | {fmt_ratio(h['workers_rss'], w['workers_rss'])} "
+                         f"| {fmt_ratio(h['workers_anon'], w['workers_anon'])} |")
         lines.append(f"| {res.app.name} | `{res.app.path}` | **Hearth / php-fpm** | **{fmt_ratio(h['rps'], f['rps'])}** "
                      f"| {fmt_ratio(h['p50'], f['p50'])} | {fmt_ratio(h['p99'], f['p99'])} | "
                      f"| {fmt_ratio(h['front'], f['front'])} | {fmt_ratio(h['workers'], f['workers'])} "
@@ -1004,13 +1421,87 @@ def summary_table(results: list[AppResult]) -> str:
     return "\n".join(lines)
 
 
+def fmt_opt(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def breakdown_table(results: list[AppResult]) -> str:
+    """Where a request's CPU goes, per server: medians over the measured
+    rounds, the app's own time from the warm loop, system calls from the
+    counting round."""
+    lines = [
+        "| app | server | req/s | front µs | PHP µs | wrk µs | sum µs | app alone µs | PHP − app µs "
+        "| front cs/req (vol/invol) | PHP cs/req (vol/invol) | wrk cs/req (vol/invol) "
+        "| front syscalls/req | PHP syscalls/req | wrk syscalls/req |",
+        "|-----|--------|------:|---------:|-------:|-------:|-------:|-------------:|-------------:"
+        "|:---:|:---:|:---:|------:|------:|------:|",
+    ]
+    for res in results:
+        app_us = statistics.median(run.cpu_us for run in res.loops) if res.loops else None
+        for server in CONTENDERS:
+            rounds = res.measured(server)
+            if not rounds:
+                continue
+            front = statistics.median(r.front_us_per_req for r in rounds)
+            php = statistics.median(r.workers_us_per_req for r in rounds)
+            wrk = statistics.median(r.wrk_us_per_req for r in rounds)
+
+            def csw(get) -> str:
+                vol = statistics.median(r.per_req(get(r)[0]) for r in rounds)
+                invol = statistics.median(r.per_req(get(r)[1]) for r in rounds)
+                return f"{vol:.2f} / {invol:.2f}"
+
+            count = res.syscalls.get(server)
+            sys = [count.per_req(getattr(count, k)) if count else None for k in ("front", "workers", "wrk")]
+            no_front = server == WORKERMAN
+            lines.append(
+                f"| {res.app.name} | {label(server, res.app)} | {statistics.median(r.rps for r in rounds):.0f} "
+                f"| {'—' if no_front else fmt_us(front)} | {fmt_us(php)} | {fmt_us(wrk)} | {fmt_us(front + php + wrk)} "
+                f"| {fmt_opt(app_us)} | {fmt_opt(php - app_us if app_us is not None else None)} "
+                f"| {'—' if no_front else csw(lambda r: r.front_csw)} | {csw(lambda r: r.workers_csw)} "
+                f"| {csw(lambda r: r.wrk_csw)} "
+                f"| {'—' if no_front else fmt_opt(sys[0], 2)} | {fmt_opt(sys[1], 2)} | {fmt_opt(sys[2], 2)} |")
+    return "\n".join(lines)
+
+
+def memory_table(results: list[AppResult]) -> str:
+    lines = [
+        "| app | server | PHP processes serving | RSS per PHP worker (MiB) | PHP RSS, all (MiB) | front RSS (MiB) "
+        "| whole server RSS (MiB) |",
+        "|-----|--------|------:|------:|------:|------:|------:|",
+    ]
+    for res in results:
+        for server in CONTENDERS:
+            rounds = res.measured(server)
+            if not rounds:
+                continue
+            per = statistics.median(r.worker_rss_kib for r in rounds)
+            php = statistics.median(r.workers_rss_kib for r in rounds)
+            front = statistics.median(r.front_rss_kib for r in rounds)
+            total = statistics.median(r.workers_rss_kib + r.front_rss_kib for r in rounds)
+            serving = res.syscalls[server].serving if server in res.syscalls else "—"
+            lines.append(f"| {res.app.name} | {label(server, res.app)} | {serving} | {fmt_mib(per)} | {fmt_mib(php)} "
+                         f"| {'—' if server == WORKERMAN else fmt_mib(front)} | {fmt_mib(total)} |")
+    return "\n".join(lines)
+
+
+def loop_table(results: list[AppResult]) -> str:
+    lines = ["| app | requests per run | CPU µs/req, each run | wall µs/req, each run |", "|---|---:|---|---|"]
+    for res in results:
+        if res.loops:
+            lines.append(f"| {res.app.name} | {res.loops[0].requests} "
+                         f"| {', '.join(f'{run.cpu_us:.2f}' for run in res.loops)} "
+                         f"| {', '.join(f'{run.wall_us:.2f}' for run in res.loops)} |")
+    return "\n".join(lines) if len(lines) > 2 else "(no app of this run has a warm loop)"
+
+
 def raw_table(results: list[AppResult]) -> str:
     lines = [
         "| app | round | server | req/s | p50 (ms) | p99 (ms) | mean (ms) | max (ms) "
-        "| front CPU µs/req | workers CPU µs/req | front RSS (MiB) | PHP RSS (MiB) | PHP anon (MiB) | requests "
+        "| front CPU µs/req | workers CPU µs/req | wrk CPU µs/req | front RSS (MiB) | PHP RSS (MiB) | PHP anon (MiB) | requests "
         "| seconds | bytes/req | connect/read/write/timeout errors | status ≥ 400 |",
         "|-----|------:|--------|------:|---------:|---------:|----------:|---------:"
-        "|-----------------:|-------------------:|----------------:|--------------:|---------------:|---------:"
+        "|-----------------:|-------------------:|---------------:|----------------:|--------------:|---------------:|---------:"
         "|--------:|----------:|:---:|-------------:|",
     ]
     for res in results:
@@ -1019,7 +1510,7 @@ def raw_table(results: list[AppResult]) -> str:
             lines.append(
                 f"| {res.app.name} | {'warm-up' if r.index == 0 else r.index} | {r.server} | {r.rps:.0f} "
                 f"| {fmt_ms(r.p50_us)} | {fmt_ms(r.p99_us)} | {fmt_ms(r.mean_us)} | {fmt_ms(r.max_us)} "
-                f"| {fmt_us(r.front_us_per_req)} | {fmt_us(r.workers_us_per_req)} "
+                f"| {fmt_us(r.front_us_per_req)} | {fmt_us(r.workers_us_per_req)} | {fmt_us(r.wrk_us_per_req)} "
                 f"| {fmt_mib(r.front_rss_kib)} | {fmt_mib(r.workers_rss_kib)} | {fmt_mib(r.workers_anon_kib)} "
                 f"| {r.requests} | {r.duration_s:.2f} | {per:.0f} "
                 f"| {r.errors_connect}/{r.errors_read}/{r.errors_write}/{r.errors_timeout} | {r.errors_status} |")
@@ -1050,6 +1541,11 @@ def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[
         contenders.append(f"hearth (no ext): `hearth serve {' '.join(NO_EXT_ARGS)}`, the PHP library's "
                           "pure-PHP fallback, what runs where the extension is not installed")
     contenders.append("php-fpm: nginx + php-fpm, Debian's defaults")
+    if WORKERMAN in args.contenders:
+        contenders.append(f"workerman: Workerman from {args.workerman_dir} through `bench/workerman/server.php` "
+                          f"(`count = {args.workers}`, its PHP processes accept and "
+                          "parse HTTP themselves, no front), for the apps it serves ("
+                          + ", ".join(res.app.name for res in results if res.app.workerman) + ")")
     framework = [res.app for res in results if res.app.framework]
     if framework:
         contenders.append("for the framework apps (" + ", ".join(a.name for a in framework) + "), hearth is "
@@ -1066,7 +1562,7 @@ def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[
                           "a fresh copy of the site made by "
                           + ", ".join(f"`{a.site_setup.relative_to(ROOT)}`" for a in classic))
     header = [
-        "# HTTP benchmark: Hearth vs nginx + php-fpm",
+        "# HTTP benchmark: Hearth vs nginx + php-fpm and Workerman",
         "",
         f"Run {started:%Y-%m-%d %H:%M:%S %Z} with `python3 bench/http.py {' '.join(args.argv)}`".rstrip() + ".",
         "",
@@ -1103,6 +1599,26 @@ def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[
         "start touched, one in the foreground (Hearth's) does, which counts in RSS but costs no memory the "
         "page cache does not already hold.\n\n"
         + summary_table(results)
+        + "\n\n## Per-request breakdown\n\n"
+        "CPU µs per request, medians over the measured rounds: front (Hearth's process, or nginx; Workerman has "
+        "none), PHP (every PHP process of the server), wrk (the load generator, from its rusage), and their sum. "
+        "App alone: the median CPU µs per request of `bench/php/app-loop.php`, the same request handled by the "
+        "app booted once in one php-cgi process, in a loop, without HTTP (see the warm loop table); PHP − app is "
+        "what the server's PHP side adds to it. cs/req: voluntary / involuntary context switches per request, "
+        "summed over every thread of every process of the group (/proc/PID/task/TID/status), medians over the "
+        "rounds. Syscalls/req: system calls of the group per request, counted in one extra round per server "
+        f"of {args.syscall_seconds} s with {args.syscall_note}, after the measured rounds; PHP counts every PHP "
+        "process, so it is also what one worker makes per request it serves.\n\n"
+        + breakdown_table(results)
+        + "\n\n### The app alone, in a warm loop\n\n"
+        + loop_table(results)
+        + "\n\n## Memory\n\n"
+        "VmRSS at the end of each round, medians over the rounds. RSS per PHP worker: the mean over the PHP "
+        "processes that serve requests (Hearth's php-cgi workers, php-fpm's children, Workerman's children; "
+        "masters left out). PHP RSS, all: every PHP process, masters included. Whole server: front and PHP "
+        "together (Hearth and its workers; nginx's master and workers with php-fpm's master and children; "
+        "Workerman's master and children). Shared pages count once per process, as `ps` shows them.\n\n"
+        + memory_table(results)
         + "\n\n## Every round\n\n"
         + raw_table(results)
         + "\n"
@@ -1120,7 +1636,7 @@ def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--apps", default="hello,slim,symfony,laravel,dokuwiki,wordpress",
+    p.add_argument("--apps", default="hello,symfony-micro,slim,symfony,laravel,dokuwiki,wordpress",
                    help="comma-separated apps: %s (default: %%(default)s)" % ", ".join(APPS))
     p.add_argument("--rounds", type=int, default=5, help="measured rounds per server (default: %(default)s)")
     p.add_argument("--duration", type=int, default=10, help="seconds per round (default: %(default)s)")
@@ -1133,9 +1649,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--wrk", default="wrk", help="wrk binary (default: %(default)s)")
     p.add_argument("--no-fallback", action="store_true",
                    help="skip hearth (no ext), Hearth with --php-extension off")
+    p.add_argument("--workerman", metavar="DIR",
+                   help=f"Workerman's release directory (with src/), or `none` to skip it (default: "
+                        f"${WORKERMAN_ENV}, else ../shared/peers/{WORKERMAN_RELEASE} beside the checkout)")
+    p.add_argument("--loop-runs", type=int, default=3,
+                   help="runs of bench/php/app-loop.php per app, the app's own time (0 skips; default: %(default)s)")
+    p.add_argument("--syscall-seconds", type=int, default=3,
+                   help="seconds of the round per server that counts system calls (0 skips; default: %(default)s)")
     args = p.parse_args(argv)
     args.argv = argv
-    args.contenders = tuple(c for c in CONTENDERS if not (args.no_fallback and c == HEARTH_NO_EXT))
+    args.workerman_dir, args.workerman_note = find_workerman(args.workerman)
+    args.contenders = tuple(c for c in CONTENDERS
+                            if not (args.no_fallback and c == HEARTH_NO_EXT)
+                            and not (c == WORKERMAN and args.workerman_dir is None))
+    args.php_cgi = shutil.which("php-cgi") or "php-cgi"
+    if args.loop_runs < 0 or args.syscall_seconds < 0:
+        p.error("--loop-runs and --syscall-seconds must be 0 or more")
+    args.syscall_tool, args.syscall_note = syscall_tool() if args.syscall_seconds else (None, "skipped (--syscall-seconds 0)")
     names = [n.strip() for n in args.apps.split(",") if n.strip()]
     unknown = [n for n in names if n not in APPS]
     if unknown or not names:
@@ -1177,7 +1707,9 @@ def main(argv: list[str]) -> int:
     started = datetime.datetime.now().astimezone()
     load_before = loadavg()
     info = machine(args)
-    print("HTTP benchmark: Hearth vs nginx + php-fpm")
+    print("HTTP benchmark: Hearth vs nginx + php-fpm and Workerman")
+    if args.workerman_dir is None:
+        print(f"note: Workerman {args.workerman_note}", file=sys.stderr)
     for k, v in info.items():
         print(f"  {k}: {v}")
     print(f"  load average: {load_before}")

@@ -8,6 +8,9 @@
 declare(strict_types=1);
 
 require __DIR__ . '/../../../php/autoload.php';
+// KernelRunner is a runner of Symfony's Runtime component (Debian's
+// php-symfony-runtime), which Hearth's autoloader looks for.
+require_once '/usr/share/php/Symfony/Component/Runtime/autoload.php';
 
 $kernel = require __DIR__ . '/bootstrap.php';
 (new Hearth\Symfony\KernelRunner($kernel))->run();
