@@ -22,11 +22,21 @@ req/s, latency, the CPU time per request of the front (Hearth itself, or
 nginx) and of the PHP processes (php-cgi, or php-fpm), read from /proc
 around every round, and their resident memory after every round.
 
+For the apps bench/workerman/server.php serves (hello, symfony-micro), a
+fourth contender: Workerman 5.2, read from ../shared/peers/workerman-5.2.2
+(or --workerman DIR; skipped with a note when absent), N PHP processes
+that accept and parse HTTP themselves. The report breaks each request's
+CPU down: the front, the PHP processes, wrk, and the app alone in a warm
+loop (bench/php/app-loop.php), with context switches (/proc), system calls
+(an extra round under perf stat or strace -c) and memory per worker and
+per server.
+
     python3 bench/http.py                      # the full comparison
     python3 bench/http.py --rounds 2 --duration 4 --apps slim
     python3 bench/http.py --apps dokuwiki      # classic mode only
     python3 bench/http.py --apps symfony,laravel --rounds 2 --duration 4
     python3 bench/http.py --no-fallback        # Hearth with the extension vs php-fpm only
+    python3 bench/http.py --apps hello,symfony-micro --rounds 2 --duration 4   # with Workerman, ~2.5 min
 
 Writes bench/results/http-<date>.md and bench/results/http-latest.md.
 Exits 0 when every request succeeded and the bodies matched, 1 when a
@@ -964,8 +974,14 @@ def run_wrk(wrk: str, port: int, path: str, connections: int, duration: int,
 SYSCALL_EVENT = "raw_syscalls:sys_enter"
 
 
-def syscall_tool() -> tuple[str | None, str]:
-    """The counter that works here, and a note for the report."""
+def syscall_tool(wanted: str = "auto") -> tuple[str | None, str]:
+    """The counter that works here (wanted: auto, perf or strace), and a
+    note for the report."""
+    if wanted == "strace":
+        if shutil.which("strace"):
+            return "strace", ("`strace -c -f` (--syscall-tool strace; under strace every system call stops the "
+                              "process, so the counting round is slower and may batch differently)")
+        return None, "not counted (--syscall-tool strace, no strace)"
     if shutil.which("perf"):
         try:
             probe = subprocess.run(["perf", "stat", "-e", SYSCALL_EVENT, "-x,", "-o", "/dev/null", "--", "true"],
@@ -978,6 +994,8 @@ def syscall_tool() -> tuple[str | None, str]:
         perf_note = f"perf cannot count {SYSCALL_EVENT} here ({why})"
     else:
         perf_note = "no perf"
+    if wanted == "perf":
+        return None, f"not counted ({perf_note})"
     if shutil.which("strace"):
         return "strace", (f"`strace -c -f` ({perf_note}; under strace every system call stops the "
                           "process, so the counting round is slower and may batch differently)")
@@ -1656,6 +1674,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="runs of bench/php/app-loop.php per app, the app's own time (0 skips; default: %(default)s)")
     p.add_argument("--syscall-seconds", type=int, default=3,
                    help="seconds of the round per server that counts system calls (0 skips; default: %(default)s)")
+    p.add_argument("--syscall-tool", choices=("auto", "perf", "strace"), default="auto",
+                   help="what counts system calls: perf where it can, else strace (default: %(default)s)")
     args = p.parse_args(argv)
     args.argv = argv
     args.workerman_dir, args.workerman_note = find_workerman(args.workerman)
@@ -1665,7 +1685,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args.php_cgi = shutil.which("php-cgi") or "php-cgi"
     if args.loop_runs < 0 or args.syscall_seconds < 0:
         p.error("--loop-runs and --syscall-seconds must be 0 or more")
-    args.syscall_tool, args.syscall_note = syscall_tool() if args.syscall_seconds else (None, "skipped (--syscall-seconds 0)")
+    args.syscall_tool, args.syscall_note = syscall_tool(args.syscall_tool) if args.syscall_seconds else (None, "skipped (--syscall-seconds 0)")
     names = [n.strip() for n in args.apps.split(",") if n.strip()]
     unknown = [n for n in names if n not in APPS]
     if unknown or not names:
