@@ -353,6 +353,10 @@ class Round:
     worker_rss_kib: float = 0.0
     """Mean resident memory of one PHP process that serves requests (no
     master): a Hearth php-cgi worker, a php-fpm child, a Workerman child."""
+    worker_pss_kib: float = 0.0
+    """The same in PSS (shared pages divided among the processes mapping them)."""
+    server_pss_kib: int = 0
+    """PSS of the whole server, front and every PHP process."""
     wrk_cpu_s: float = 0.0
     """CPU time wrk (the load generator) spent in the round."""
     front_csw: tuple[int, int] = (0, 0)
@@ -606,11 +610,14 @@ def rss_kib(pids: list[int], field: str = "VmRSS") -> int:
     """A memory field of /proc/PID/status summed over these processes, in
     KiB. In VmRSS, pages shared between them (PHP's code, OPcache's shared
     memory) count once per process, as `ps` counts them; RssAnon is each
-    one's own heap and stacks."""
+    one's own heap and stacks. Pss, from /proc/PID/smaps_rollup, shares
+    each page among the processes that map it: summed over a server, it
+    is the memory the server holds."""
     total = 0
+    source = "smaps_rollup" if field == "Pss" else "status"
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/status") as f:
+            with open(f"/proc/{pid}/{source}") as f:
                 for line in f:
                     if line.startswith(f"{field}:"):
                         total += int(line.split()[1])
@@ -620,16 +627,20 @@ def rss_kib(pids: list[int], field: str = "VmRSS") -> int:
     return total
 
 
-def rss_sample(server: Server) -> tuple[int, int, int, float]:
-    """The front's RSS, the PHP processes' RSS and their anonymous RSS, in
-    KiB, as cpu_groups splits the processes; and the mean RSS of one PHP
-    process that serves requests (masters left out)."""
+def rss_sample(server: Server, r: Round) -> None:
+    """The front's RSS, the PHP processes' RSS and their anonymous RSS, as
+    cpu_groups splits the processes; the mean RSS and PSS of one PHP
+    process that serves requests (masters left out); the whole server's
+    PSS. Into the round."""
     table = proc_table()
     front, workers = server.cpu_groups(table)
     php = [p.pid for p in workers]
     serving = [p.pid for p in server.serving(table)]
-    per_worker = rss_kib(serving) / len(serving) if serving else 0.0
-    return rss_kib([p.pid for p in front]), rss_kib(php), rss_kib(php, "RssAnon"), per_worker
+    r.front_rss_kib, r.workers_rss_kib, r.workers_anon_kib = (
+        rss_kib([p.pid for p in front]), rss_kib(php), rss_kib(php, "RssAnon"))
+    r.worker_rss_kib = rss_kib(serving) / len(serving) if serving else 0.0
+    r.worker_pss_kib = rss_kib(serving, "Pss") / len(serving) if serving else 0.0
+    r.server_pss_kib = rss_kib([p.pid for p in front] + php, "Pss")
 
 
 def hearth_extension(pids: list[int]) -> str | None:
@@ -1011,7 +1022,10 @@ class SyscallCount:
     """Over every PHP process (masters included)."""
     wrk: int | None
     serving: int
-    """How many PHP processes serve requests, for the per-worker figure."""
+    """How many PHP processes serve requests."""
+    failed: int = 0
+    """Failed requests of the counting round (not counted as a measured
+    round's: a counter slows the server down)."""
 
     def per_req(self, count: int | None) -> float | None:
         return count / self.requests if count is not None and self.requests else None
@@ -1074,7 +1088,7 @@ def count_syscalls(tool: str, server: Server, state: Path, run: Callable[[list[s
                 proc.wait()
     found = {group: read_count(tool, output) for group, (_, output) in counters.items()}
     return SyscallCount(requests=r.requests, front=found.get("front"), workers=found.get("workers"),
-                        wrk=read_count(tool, wrk_output), serving=serving)
+                        wrk=read_count(tool, wrk_output), serving=serving, failed=r.failed)
 
 
 # ------------------------------------------------------------- app's own time
@@ -1253,7 +1267,7 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
             r.workers_cpu_s = cpu_seconds(before, after, "workers")
             r.front_csw = csw_delta(before, after, "front")
             r.workers_csw = csw_delta(before, after, "workers")
-            r.front_rss_kib, r.workers_rss_kib, r.workers_anon_kib, r.worker_rss_kib = rss_sample(servers[server])
+            rss_sample(servers[server], r)
             label = "warm-up" if index == 0 else f"round {index}/{args.rounds}"
             print(f"  {label:<12} {server:<15} {r.rps:>8.0f} req/s  p50 {r.p50_us / 1000:6.2f} ms"
                   f"  p99 {r.p99_us / 1000:6.2f} ms  failed {r.failed}"
@@ -1282,7 +1296,8 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
                 result.syscalls[server] = count
                 shown = {k: count.per_req(getattr(count, k)) for k in ("front", "workers", "wrk")}
                 print(f"  syscalls     {server:<15} {count.requests} requests; per request: "
-                      + ", ".join(f"{k} {'—' if v is None else f'{v:.2f}'}" for k, v in shown.items()),
+                      + ", ".join(f"{k} {'—' if v is None else f'{v:.2f}'}" for k, v in shown.items())
+                      + (f"; {count.failed} failed" if count.failed else ""),
                       flush=True)
         return result
     finally:
@@ -1485,8 +1500,8 @@ def breakdown_table(results: list[AppResult]) -> str:
 def memory_table(results: list[AppResult]) -> str:
     lines = [
         "| app | server | PHP processes serving | RSS per PHP worker (MiB) | PHP RSS, all (MiB) | front RSS (MiB) "
-        "| whole server RSS (MiB) |",
-        "|-----|--------|------:|------:|------:|------:|------:|",
+        "| whole server RSS (MiB) | PSS per PHP worker (MiB) | whole server PSS (MiB) |",
+        "|-----|--------|------:|------:|------:|------:|------:|------:|------:|",
     ]
     for res in results:
         for server in CONTENDERS:
@@ -1498,8 +1513,11 @@ def memory_table(results: list[AppResult]) -> str:
             front = statistics.median(r.front_rss_kib for r in rounds)
             total = statistics.median(r.workers_rss_kib + r.front_rss_kib for r in rounds)
             serving = res.syscalls[server].serving if server in res.syscalls else "—"
+            pss = statistics.median(r.worker_pss_kib for r in rounds)
+            pss_total = statistics.median(r.server_pss_kib for r in rounds)
             lines.append(f"| {res.app.name} | {label(server, res.app)} | {serving} | {fmt_mib(per)} | {fmt_mib(php)} "
-                         f"| {'—' if server == WORKERMAN else fmt_mib(front)} | {fmt_mib(total)} |")
+                         f"| {'—' if server == WORKERMAN else fmt_mib(front)} | {fmt_mib(total)} "
+                         f"| {fmt_mib(pss)} | {fmt_mib(pss_total)} |")
     return "\n".join(lines)
 
 
@@ -1635,7 +1653,9 @@ def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[
         "processes that serve requests (Hearth's php-cgi workers, php-fpm's children, Workerman's children; "
         "masters left out). PHP RSS, all: every PHP process, masters included. Whole server: front and PHP "
         "together (Hearth and its workers; nginx's master and workers with php-fpm's master and children; "
-        "Workerman's master and children). Shared pages count once per process, as `ps` shows them.\n\n"
+        "Workerman's master and children). Shared pages count once per process in RSS, as `ps` shows them. PSS "
+        "(/proc/PID/smaps_rollup) divides each shared page among the processes that map it: the whole "
+        "server's PSS is the memory it holds, without counting PHP's code or OPcache's shared memory twice.\n\n"
         + memory_table(results)
         + "\n\n## Every round\n\n"
         + raw_table(results)
