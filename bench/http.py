@@ -924,7 +924,7 @@ def find_workerman(given: str | None) -> tuple[Path | None, str]:
 
 def php_modules() -> set[str]:
     try:
-        out = subprocess.run([php_cli(), "-m"], capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run([php_cli(), "-m"], capture_output=True, text=True, timeout=20, check=False).stdout
     except (OSError, subprocess.TimeoutExpired):
         return set()
     return {line.strip().lower() for line in out.splitlines()}
@@ -996,7 +996,7 @@ def syscall_tool(wanted: str = "auto") -> tuple[str | None, str]:
     if shutil.which("perf"):
         try:
             probe = subprocess.run(["perf", "stat", "-e", SYSCALL_EVENT, "-x,", "-o", "/dev/null", "--", "true"],
-                                   capture_output=True, text=True, timeout=30)
+                                   capture_output=True, text=True, timeout=30, check=False)
             if probe.returncode == 0:
                 return "perf", f"`perf stat -e {SYSCALL_EVENT}`"
             why = (probe.stderr.strip().splitlines() or ["failed"])[-1]
@@ -1110,7 +1110,7 @@ def app_loop(app: App, php_cgi: str) -> LoopRun:
            "BENCH_LOOP_PATH": app.path}
     try:
         out = subprocess.run([php_cgi, "-q", str(APP_LOOP)], env=env, capture_output=True, text=True,
-                             timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT)
+                             timeout=120, stdin=subprocess.DEVNULL, cwd=ROOT, check=False)
     except subprocess.TimeoutExpired:
         raise BenchError(f"{APP_LOOP.relative_to(ROOT)} for {app.name} did not finish within 120 s") from None
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("{")), None)
@@ -1479,7 +1479,7 @@ def breakdown_table(results: list[AppResult]) -> str:
             php = statistics.median(r.workers_us_per_req for r in rounds)
             wrk = statistics.median(r.wrk_us_per_req for r in rounds)
 
-            def csw(get) -> str:
+            def csw(get, rounds=rounds) -> str:
                 vol = statistics.median(r.per_req(get(r)[0]) for r in rounds)
                 invol = statistics.median(r.per_req(get(r)[1]) for r in rounds)
                 return f"{vol:.2f} / {invol:.2f}"

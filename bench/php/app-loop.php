@@ -56,22 +56,21 @@ switch ($app) {
 }
 
 /** @return array{0: int, 1: float} hrtime in ns, CPU in µs */
-function now(): array
-{
+$now = static function (): array {
     $u = getrusage();
     return [hrtime(true), $u['ru_utime.tv_sec'] * 1e6 + $u['ru_utime.tv_usec']
         + $u['ru_stime.tv_sec'] * 1e6 + $u['ru_stime.tv_usec']];
-}
+};
 
 $body = '';
 for ($i = 0, $warm = intdiv($n, 10); $i < $warm; $i++) {
     $body = $handle();
 }
-[$wall0, $cpu0] = now();
+[$wall0, $cpu0] = $now();
 for ($i = 0; $i < $n; $i++) {
     $body = $handle();
 }
-[$wall1, $cpu1] = now();
+[$wall1, $cpu1] = $now();
 
 echo json_encode([
     'app' => $app,

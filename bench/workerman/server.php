@@ -31,25 +31,24 @@ use Workerman\Protocols\Http\Request;
 use Workerman\Protocols\Http\Response;
 use Workerman\Worker;
 
-function setting(string $name): string
-{
+$setting = static function (string $name): string {
     $value = getenv($name);
     if ($value === false || $value === '') {
         fwrite(STDERR, "bench/workerman/server.php: {$name} is not set\n");
         exit(2);
     }
     return $value;
-}
+};
 
-$source = rtrim(setting('BENCH_WORKERMAN_DIR'), '/') . '/src/';
+$source = rtrim($setting('BENCH_WORKERMAN_DIR'), '/') . '/src/';
 if (!is_file($source . 'Worker.php')) {
     fwrite(STDERR, "bench/workerman/server.php: no Workerman in {$source}\n");
     exit(2);
 }
-$app = setting('BENCH_WORKERMAN_APP');
-$listen = setting('BENCH_WORKERMAN_LISTEN');
-$count = (int) setting('BENCH_WORKERMAN_COUNT');
-$state = rtrim(setting('BENCH_WORKERMAN_STATE'), '/');
+$app = $setting('BENCH_WORKERMAN_APP');
+$listen = $setting('BENCH_WORKERMAN_LISTEN');
+$count = (int) $setting('BENCH_WORKERMAN_COUNT');
+$state = rtrim($setting('BENCH_WORKERMAN_STATE'), '/');
 
 // Composer's PSR-4 rule for Workerman\ -> src/, as its composer.json
 // declares. Classes of its optional packages (Workerman\Coroutine\...) have
@@ -69,8 +68,7 @@ spl_autoload_register(static function (string $class) use ($source): void {
  * passes (method, URI, query, protocol, addresses, HTTP_* headers), query,
  * body fields, cookies and raw body.
  */
-function symfonyRequest(TcpConnection $connection, Request $request): SymfonyRequest
-{
+$toSymfony = static function (TcpConnection $connection, Request $request): SymfonyRequest {
     $server = [
         'REQUEST_METHOD' => $request->method(),
         'REQUEST_URI' => $request->uri(),
@@ -99,7 +97,7 @@ function symfonyRequest(TcpConnection $connection, Request $request): SymfonyReq
         $server,
         $request->rawBody(),
     );
-}
+};
 
 $worker = new Worker("http://{$listen}");
 $worker->count = $count;
@@ -112,14 +110,14 @@ switch ($app) {
         };
         break;
     case 'symfony-micro':
-        $worker->onMessage = static function (TcpConnection $connection, Request $request): void {
+        $worker->onMessage = static function (TcpConnection $connection, Request $request) use ($toSymfony): void {
             static $kernel = null;
             if ($kernel === null) {
                 $kernel = require __DIR__ . '/../apps/symfony-micro/bootstrap.php';
                 assert($kernel instanceof KernelInterface);
                 $kernel->boot();
             }
-            $symfonyRequest = symfonyRequest($connection, $request);
+            $symfonyRequest = $toSymfony($connection, $request);
             $symfonyResponse = $kernel->handle($symfonyRequest);
             $headers = $symfonyResponse->headers->allPreserveCaseWithoutCookies();
             $cookies = $symfonyResponse->headers->getCookies();
