@@ -118,7 +118,7 @@ final class JobsTest extends TestCase
                 [fn () => Jobs::call('CallsFixture\add', [NAN, 1]), \InvalidArgumentException::class, 'JSON'],
                 [fn () => Jobs::call('', []), \InvalidArgumentException::class, 'needs the name'],
                 [fn () => Jobs::call('CallsFixture\add', [1], timeout: 0), \InvalidArgumentException::class, 'above 0'],
-                [fn () => Jobs::call('CallsFixture\add', [1], socket: '/x.sock'), \InvalidArgumentException::class, 'unix:'],
+                [fn () => Jobs::call('CallsFixture\add', [1], socket: '/x'), \InvalidArgumentException::class, 'unix:'],
                 [
                     fn () => Jobs::call('CallsFixture\greet', [str_repeat('x', Jobs::MAX_CALL)], socket: $this->sock()),
                     \LengthException::class,
