@@ -257,22 +257,33 @@ impl FileConsumer {
             .await
     }
 
-    pub async fn fail(&self, job: &Job, error: &str) -> Result<Receipt> {
-        self.end_attempt(job, error, store::Give::Retry).await
+    pub async fn fail(&self, job: &Job, error: &str, result: Option<&[u8]>) -> Result<Receipt> {
+        if let Some(r) = result {
+            self.queue.config.check_result(r)?;
+        }
+        self.end_attempt(job, error, store::Give::Retry, result)
+            .await
     }
 
     pub async fn reject(&self, job: &Job, error: &str) -> Result<Receipt> {
-        self.end_attempt(job, error, store::Give::Up).await
+        self.end_attempt(job, error, store::Give::Up, None).await
     }
 
-    async fn end_attempt(&self, job: &Job, error: &str, give: store::Give) -> Result<Receipt> {
+    async fn end_attempt(
+        &self,
+        job: &Job,
+        error: &str,
+        give: store::Give,
+        result: Option<&[u8]>,
+    ) -> Result<Receipt> {
         let job = Arc::new(job.clone());
         let error = Arc::new(error.to_string());
+        let result = Arc::new(result.map(<[u8]>::to_vec));
         let name = self.name.clone();
         let r = self
             .queue
             .with("fail", move |c, cfg| {
-                store::fail(c, cfg, &name, &job, &error, give)
+                store::fail(c, cfg, &name, &job, &error, give, result.as_deref())
             })
             .await?;
         self.queue.pushed.notify_waiters();

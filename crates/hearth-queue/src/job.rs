@@ -196,6 +196,9 @@ pub struct JobResult {
     pub attempt: u32,
     /// Its outcome.
     pub outcome: Outcome,
+    /// For a job that died after failing: the result its consumer gave
+    /// with the last failure (`Consumer::fail_with_result`), if any.
+    pub last_result: Option<Vec<u8>>,
 }
 
 /// Counts for operators.

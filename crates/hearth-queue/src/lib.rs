@@ -398,9 +398,23 @@ impl Consumer {
     /// backoff, or to the dead-letter store after its last attempt.
     /// [`Receipt::Stale`] when this consumer no longer holds it.
     pub async fn fail(&self, job: &Job, error: &str) -> Result<Receipt> {
+        self.fail_with_result(job, error, None).await
+    }
+
+    /// As [`Consumer::fail`], with what the attempt produced (a result
+    /// line, at most [`QueueConfig::max_result`] bytes): when this was the
+    /// job's last attempt, it is recorded with its outcome to its reply-to
+    /// channel (`JobResult::last_result`), so a producer sees the failed
+    /// attempt's output, not only its error.
+    pub async fn fail_with_result(
+        &self,
+        job: &Job,
+        error: &str,
+        result: Option<&[u8]>,
+    ) -> Result<Receipt> {
         match &self.inner {
-            ConsumerInner::Redis(r) => r.fail(job, error).await,
-            ConsumerInner::File(f) => f.fail(job, error).await,
+            ConsumerInner::Redis(r) => r.fail(job, error, result).await,
+            ConsumerInner::File(f) => f.fail(job, error, result).await,
         }
     }
 

@@ -411,7 +411,66 @@ fn result_line(p: &Pending, r: &JobResult) -> Finished {
                 ),
             }
         }
-        QueueOutcome::Dead { reason, error } => dead_line(p, r, reason.as_str(), error, now),
+        QueueOutcome::Dead { reason, error } => {
+            let last = r.last_result.as_deref().and_then(|bytes| {
+                serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(bytes).ok()
+            });
+            match last {
+                Some(fields) => failed_line(p, r, fields, reason.as_str(), now),
+                None => dead_line(p, r, reason.as_str(), error, now),
+            }
+        }
+    }
+}
+
+/// The line of a job that died after failing, from the result line its
+/// consumer recorded with its last attempt: as a local run writes a failed
+/// task (status, signal, output, a PHP job's error object), its `seq` and
+/// `id` made this run's, with `dead` (why it died) and `job`.
+fn failed_line(
+    p: &Pending,
+    r: &JobResult,
+    mut fields: serde_json::Map<String, serde_json::Value>,
+    reason: &str,
+    now: f64,
+) -> Finished {
+    let duration = fields
+        .get("duration_ms")
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(0.0)
+        / 1000.0;
+    let status = fields
+        .get("status")
+        .and_then(serde_json::Value::as_i64)
+        .and_then(|s| i32::try_from(s).ok());
+    let signal = fields
+        .get("signal")
+        .and_then(serde_json::Value::as_str)
+        .and_then(signal_number);
+    for key in ["id", "seq", "attempt", "attempts", "job", "dead"] {
+        fields.remove(key);
+    }
+    let mut line = format!("{{\"id\":{},\"seq\":{}", p.id.get(), p.seq);
+    for (k, v) in fields {
+        let _ = write!(line, ",{}:{}", serde_json::Value::String(k), v);
+    }
+    let _ = writeln!(
+        line,
+        ",\"attempts\":{},\"dead\":{},\"job\":{}}}",
+        r.attempt,
+        serde_json::Value::String(reason.to_owned()),
+        r.id
+    );
+    Finished {
+        line,
+        succeeded: false,
+        started: now - duration,
+        duration,
+        exit: match (status, signal) {
+            (Some(code), None) if code != 0 => code,
+            _ => -1,
+        },
+        signal: signal.unwrap_or(0),
     }
 }
 
@@ -518,6 +577,7 @@ mod tests {
             outcome: QueueOutcome::Done(
                 br#"{"id":17,"seq":17,"status":0,"signal":null,"stdout":"hi\n","stderr":"","duration_ms":1500.0,"attempts":2,"job":17,"attempt":2}"#.to_vec(),
             ),
+            last_result: None,
         };
         let f = result_line(&pending(), &r);
         let v = parse(&f);
@@ -572,6 +632,7 @@ mod tests {
                     reason: DeadReason::Failed,
                     error: error.into(),
                 },
+                last_result: None,
             };
             let f = result_line(&pending(), &r);
             let v = parse(&f);
@@ -585,6 +646,36 @@ mod tests {
             assert_eq!(v["dead"], "failed");
             assert_eq!((v["id"].as_str(), v["seq"].as_u64()), (Some("t"), Some(4)));
         }
+    }
+
+    #[test]
+    fn a_dead_job_with_its_last_result_reads_as_a_local_failure() {
+        let r = JobResult {
+            id: JobId(9),
+            attempt: 3,
+            outcome: QueueOutcome::Dead {
+                reason: DeadReason::Failed,
+                error: "exit status 3; stderr: oops".into(),
+            },
+            last_result: Some(
+                br#"{"id":9,"seq":9,"status":3,"signal":null,"stdout":"out\n","stderr":"oops\n","duration_ms":250.0,"attempts":1,"job":9,"attempt":3}"#.to_vec(),
+            ),
+        };
+        let f = result_line(&pending(), &r);
+        let v = parse(&f);
+        assert!(!f.succeeded);
+        assert_eq!((f.exit, f.signal, f.duration), (3, 0, 0.25));
+        assert_eq!(
+            (v["stdout"].as_str(), v["stderr"].as_str()),
+            (Some("out\n"), Some("oops\n"))
+        );
+        assert_eq!((v["id"].as_str(), v["seq"].as_u64()), (Some("t"), Some(4)));
+        assert_eq!(
+            (v["attempts"].as_u64(), v["job"].as_u64()),
+            (Some(3), Some(9))
+        );
+        assert_eq!(v["dead"], "failed");
+        assert!(v.get("attempt").is_none() && v.get("error").is_none());
     }
 
     #[test]

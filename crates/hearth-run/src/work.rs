@@ -342,31 +342,34 @@ async fn run_job(
             ran: outcome.duration,
         };
     }
+    let line = result_line(&task, &job, &outcome, config);
     if !outcome.succeeded() {
-        return fail(consumer, &job, &failure_text(&outcome), outcome.duration).await;
+        // The last attempt's line is recorded with the job's death, for
+        // the producer to see its output (`hearth run --queue`); an
+        // earlier one's would not be kept, so it is not sent.
+        let why = failure_text(&outcome);
+        let last = (job.attempt >= job.max_attempts)
+            .then_some(())
+            .and(line.as_deref());
+        return fail(consumer, &job, &why, last, outcome.duration).await;
     }
-    let mut line = String::new();
-    output::write_job_result(
-        &mut line,
-        task.id.get(),
-        job.id.0,
-        job.attempt,
-        &outcome,
-        config.max_output,
-    );
-    if line.len() > config.max_result {
-        // Output is what can give way: the result says it was cut.
-        line.clear();
-        output::write_job_result(&mut line, task.id.get(), job.id.0, job.attempt, &outcome, 0);
-        if line.len() > config.max_result {
-            let why = format!(
-                "its result of {} bytes is over the queue's limit of {} bytes",
-                line.len(),
-                config.max_result
-            );
-            return fail(consumer, &job, &why, outcome.duration).await;
-        }
-    }
+    let Some(line) = line else {
+        let mut whole = String::new();
+        output::write_job_result(
+            &mut whole,
+            task.id.get(),
+            job.id.0,
+            job.attempt,
+            &outcome,
+            0,
+        );
+        let why = format!(
+            "its result of {} bytes is over the queue's limit of {} bytes",
+            whole.len(),
+            config.max_result
+        );
+        return fail(consumer, &job, &why, None, outcome.duration).await;
+    };
     tracing::debug!(
         job = %job.id,
         attempt = job.attempt,
@@ -381,6 +384,26 @@ async fn run_job(
     }
 }
 
+/// The attempt's result line, its output cut when the whole line would
+/// be over the queue's limit (the line says so); `None` when even without
+/// output it is over.
+fn result_line(task: &Task, job: &Job, outcome: &Outcome, config: &WorkConfig) -> Option<String> {
+    let mut line = String::new();
+    output::write_job_result(
+        &mut line,
+        task.id.get(),
+        job.id.0,
+        job.attempt,
+        outcome,
+        config.max_output,
+    );
+    if line.len() > config.max_result {
+        line.clear();
+        output::write_job_result(&mut line, task.id.get(), job.id.0, job.attempt, outcome, 0);
+    }
+    (line.len() <= config.max_result).then_some(line)
+}
+
 /// The job's payload as a task, or why it is not one.
 fn parse(executor: &Executor, job: &Job) -> Result<Task, String> {
     let text = std::str::from_utf8(&job.payload)
@@ -389,14 +412,23 @@ fn parse(executor: &Executor, job: &Job) -> Result<Task, String> {
     Ok(task)
 }
 
-async fn fail(consumer: &Consumer, job: &Job, why: &str, ran: Duration) -> Settled {
+async fn fail(
+    consumer: &Consumer,
+    job: &Job,
+    why: &str,
+    line: Option<&str>,
+    ran: Duration,
+) -> Settled {
     let next = if job.attempt < job.max_attempts {
         "the queue retries it after its backoff"
     } else {
         "that was its last attempt: dead-lettered"
     };
     tracing::warn!(job = %job.id, attempt = job.attempt, max_attempts = job.max_attempts, error = %why, "job failed; {next}");
-    let recorded = settle(consumer.fail(job, why).await, job, "fail");
+    let receipt = consumer
+        .fail_with_result(job, why, line.map(str::as_bytes))
+        .await;
+    let recorded = settle(receipt, job, "fail");
     Settled {
         ended: JobEnd::Failed,
         recorded,

@@ -127,6 +127,7 @@ fn record(
     id: JobId,
     attempt: u32,
     outcome: &Outcome,
+    last_result: Option<&[u8]>,
 ) -> SqlResult<()> {
     let now = now_ms() as i64;
     match outcome {
@@ -136,9 +137,18 @@ fn record(
             params![channel, id.0 as i64, attempt, r, now],
         )?,
         Outcome::Dead { reason, error } => conn.execute(
-            "INSERT INTO results (channel, job_id, attempt, status, reason, error, created_at) \
-             VALUES (?, ?, ?, 'dead', ?, ?, ?)",
-            params![channel, id.0 as i64, attempt, reason.as_str(), error, now],
+            "INSERT INTO results \
+             (channel, job_id, attempt, status, reason, error, result, created_at) \
+             VALUES (?, ?, ?, 'dead', ?, ?, ?, ?)",
+            params![
+                channel,
+                id.0 as i64,
+                attempt,
+                reason.as_str(),
+                error,
+                last_result,
+                now
+            ],
         )?,
     };
     conn.execute(
@@ -157,6 +167,7 @@ fn kill(
     job: Option<&Job>,
     reason: DeadReason,
     error: &str,
+    last_result: Option<&[u8]>,
 ) -> SqlResult<()> {
     let error = truncate(error, cfg.max_error);
     conn.execute(
@@ -168,7 +179,7 @@ fn kill(
     if let Some(j) = job {
         if let Some(c) = &j.reply_to {
             let outcome = Outcome::Dead { reason, error };
-            record(conn, cfg, c, j.id, j.attempt, &outcome)?;
+            record(conn, cfg, c, j.id, j.attempt, &outcome, last_result)?;
         }
     }
     let dead: i64 = conn.query_row("SELECT COUNT(*) FROM jobs WHERE state = 2", [], |r| {
@@ -208,7 +219,7 @@ pub(crate) fn reserve(
     };
     for (id, job) in expired {
         match job {
-            Err(why) => kill(&tx, cfg, id, None, DeadReason::Malformed, &why)?,
+            Err(why) => kill(&tx, cfg, id, None, DeadReason::Malformed, &why, None)?,
             Ok(mut job) if job.attempt >= job.max_attempts => {
                 let error = job
                     .last_error
@@ -216,7 +227,7 @@ pub(crate) fn reserve(
                     .unwrap_or_else(|| "its consumer was lost".into());
                 job.attempt += 1;
                 tracing::warn!(job = %job.id, "job lost on its last attempt, moved to dead-letter");
-                kill(&tx, cfg, id, Some(&job), DeadReason::Lost, &error)?;
+                kill(&tx, cfg, id, Some(&job), DeadReason::Lost, &error, None)?;
             }
             Ok(mut job) => {
                 tx.execute(
@@ -245,7 +256,7 @@ pub(crate) fn reserve(
                 Ok(job) => jobs.push(job),
                 Err(why) => {
                     tracing::warn!(job = id, error = %why, "malformed job moved to dead-letter");
-                    kill(&tx, cfg, id, None, DeadReason::Malformed, &why)?;
+                    kill(&tx, cfg, id, None, DeadReason::Malformed, &why, None)?;
                 }
             }
         }
@@ -290,6 +301,7 @@ pub(crate) fn ack(
             job.id,
             job.attempt,
             &Outcome::Done(result.to_vec()),
+            None,
         )?;
     }
     tx.commit()?;
@@ -313,6 +325,7 @@ pub(crate) fn fail(
     job: &Job,
     error: &str,
     give: Give,
+    result: Option<&[u8]>,
 ) -> SqlResult<Receipt> {
     let error = truncate(error, cfg.max_error);
     let tx = begin(conn)?;
@@ -335,6 +348,7 @@ pub(crate) fn fail(
             Some(job),
             DeadReason::Rejected,
             &error,
+            None,
         )?;
     } else if job.attempt < job.max_attempts {
         let due = now_ms().saturating_add(duration_ms(job.backoff.delay(job.attempt)));
@@ -352,6 +366,7 @@ pub(crate) fn fail(
             Some(job),
             DeadReason::Failed,
             &error,
+            result,
         )?;
     }
     tx.commit()?;
@@ -475,13 +490,15 @@ pub(crate) fn results_after(
          WHERE channel = ? AND seq > ? ORDER BY seq LIMIT ?",
     )?;
     let rows = st.query_map(params![channel, after, max as i64], |r| {
-        let outcome = if r.get::<_, String>(3)? == "done" {
-            Outcome::Done(r.get::<_, Option<Vec<u8>>>(4)?.unwrap_or_default())
+        let result = r.get::<_, Option<Vec<u8>>>(4)?;
+        let (outcome, last_result) = if r.get::<_, String>(3)? == "done" {
+            (Outcome::Done(result.unwrap_or_default()), None)
         } else {
-            Outcome::Dead {
+            let dead = Outcome::Dead {
                 reason: DeadReason::parse(&r.get::<_, Option<String>>(5)?.unwrap_or_default()),
                 error: r.get::<_, Option<String>>(6)?.unwrap_or_default(),
-            }
+            };
+            (dead, result)
         };
         Ok((
             r.get(0)?,
@@ -489,6 +506,7 @@ pub(crate) fn results_after(
                 id: JobId(r.get::<_, i64>(1)? as u64),
                 attempt: r.get(2)?,
                 outcome,
+                last_result,
             },
         ))
     })?;

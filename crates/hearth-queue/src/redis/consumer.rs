@@ -195,13 +195,14 @@ impl RedisConsumer {
                         Mode::Dead(DeadReason::Lost),
                         &error,
                         false,
+                        None,
                     )
                     .await?;
                 }
                 Ok(job) => jobs.push(job),
                 Err(why) => {
                     tracing::warn!(entry = %e.id, error = %why, "malformed job moved to dead-letter");
-                    self.settle(&e.id, None, Mode::Malformed, &why, false)
+                    self.settle(&e.id, None, Mode::Malformed, &why, false, None)
                         .await?;
                 }
             }
@@ -216,6 +217,7 @@ impl RedisConsumer {
         mode: Mode,
         error: &str,
         count_failed: bool,
+        result: Option<&[u8]>,
     ) -> Result<Receipt> {
         let q = &*self.queue;
         let error = truncate(error, q.config.max_error);
@@ -251,7 +253,8 @@ impl RedisConsumer {
             .arg(q.config.results_ttl.as_secs().max(1))
             .arg(job.map(|j| j.id.0.to_string()).unwrap_or_default())
             .arg(job.map(|j| j.attempt).unwrap_or(0))
-            .arg(if count_failed { "1" } else { "0" });
+            .arg(if count_failed { "1" } else { "0" })
+            .arg(result.unwrap_or_default());
         for f in &fields {
             inv.arg(f.as_slice());
         }
@@ -278,18 +281,23 @@ impl RedisConsumer {
         Ok(receipt(&q.run("ack", &inv).await?))
     }
 
-    pub async fn fail(&self, job: &Job, error: &str) -> Result<Receipt> {
+    pub async fn fail(&self, job: &Job, error: &str, result: Option<&[u8]>) -> Result<Receipt> {
+        if let Some(r) = result {
+            self.queue.config.check_result(r)?;
+        }
         let mode = if job.attempt < job.max_attempts {
             Mode::Retry(duration_ms(job.backoff.delay(job.attempt)))
         } else {
             Mode::Dead(DeadReason::Failed)
         };
-        self.settle(&job.entry, Some(job), mode, error, true).await
+        self.settle(&job.entry, Some(job), mode, error, true, result)
+            .await
     }
 
     pub async fn reject(&self, job: &Job, error: &str) -> Result<Receipt> {
         let mode = Mode::Dead(DeadReason::Rejected);
-        self.settle(&job.entry, Some(job), mode, error, true).await
+        self.settle(&job.entry, Some(job), mode, error, true, None)
+            .await
     }
 
     pub async fn extend(&self, job: &Job) -> Result<Receipt> {

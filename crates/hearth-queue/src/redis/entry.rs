@@ -194,10 +194,15 @@ pub(crate) fn decode_result(e: &Entry) -> Option<JobResult> {
             error: text(f, "error").ok().flatten().unwrap_or_default(),
         },
     };
+    let last_result = match outcome {
+        Outcome::Done(_) => None,
+        Outcome::Dead { .. } => field(f, "result").map(<[u8]>::to_vec),
+    };
     Some(JobResult {
         id: JobId(id),
         attempt,
         outcome,
+        last_result,
     })
 }
 

@@ -126,7 +126,7 @@ const SETTLE: &str = r"
 local p = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
 if #p == 0 or p[1][2] ~= ARGV[3] then return 0 end
 local fields = {}
-for i = 15, #ARGV do fields[#fields + 1] = ARGV[i] end
+for i = 16, #ARGV do fields[#fields + 1] = ARGV[i] end
 local raw = nil
 if ARGV[4] == 'malformed' then
   local e = redis.call('XRANGE', KEYS[1], ARGV[2], ARGV[2])
@@ -168,8 +168,9 @@ if over > 0 then
   end
 end
 if ARGV[9] == '1' then
-  redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[10], '*', 'id', id, 'attempt', ARGV[13],
-             'status', 'dead', 'reason', ARGV[6], 'error', ARGV[7])
+  local r = {'id', id, 'attempt', ARGV[13], 'status', 'dead', 'reason', ARGV[6], 'error', ARGV[7]}
+  if ARGV[15] ~= '' then r[#r + 1] = 'result'; r[#r + 1] = ARGV[15] end
+  redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[10], '*', unpack(r))
   redis.call('EXPIRE', KEYS[7], ARGV[11])
 end
 return 1

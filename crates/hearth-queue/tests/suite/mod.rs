@@ -218,7 +218,10 @@ pub async fn fail_retries_after_backoff_then_dead(env: Env) {
         assert_eq!(j.last_error, errors.last().cloned());
         let e = format!("boom {attempt}");
         failed_at = Some(Instant::now());
-        assert_eq!(c.fail(&j, &e).await.expect("fail"), Receipt::Applied);
+        // The attempt's result: kept with the outcome of the last one.
+        let line = format!("the output of attempt {attempt}");
+        let receipt = c.fail_with_result(&j, &e, Some(line.as_bytes())).await;
+        assert_eq!(receipt.expect("fail"), Receipt::Applied);
         errors.push(e);
     }
     assert_eq!(errors, vec!["boom 1", "boom 2", "boom 3"]);
@@ -237,6 +240,10 @@ pub async fn fail_retries_after_backoff_then_dead(env: Env) {
             reason: DeadReason::Failed,
             error: "boom 3".into()
         }
+    );
+    assert_eq!(
+        results[0].last_result.as_deref(),
+        Some(&b"the output of attempt 3"[..])
     );
     let s = q.stats().await.expect("stats");
     assert_eq!(
