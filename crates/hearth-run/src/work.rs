@@ -348,9 +348,7 @@ async fn run_job(
         // the producer to see its output (`hearth run --queue`); an
         // earlier one's would not be kept, so it is not sent.
         let why = failure_text(&outcome);
-        let last = (job.attempt >= job.max_attempts)
-            .then_some(())
-            .and(line.as_deref());
+        let last = line.as_deref().filter(|_| job.attempt >= job.max_attempts);
         return fail(consumer, &job, &why, last, outcome.duration).await;
     }
     let Some(line) = line else {
