@@ -7,7 +7,7 @@
 mod queue_support;
 
 use std::collections::{BTreeSet, HashMap};
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::Write as _;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -103,16 +103,7 @@ impl Background {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let sink = stderr.clone();
-        let pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let mut s = sink.lock().unwrap_or_else(|e| e.into_inner());
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
+        let stderr = collect_lines(child.stderr.take().unwrap());
         // Drained so that results never block it.
         let mut out = child.stdout.take().unwrap();
         std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));

@@ -221,16 +221,7 @@ impl Work {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let sink = log.clone();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let mut log = sink.lock().unwrap_or_else(|e| e.into_inner());
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
+        let log = collect_lines(child.stderr.take().unwrap());
         let work = Work { child, log };
         work.wait_for_log("taking ");
         work
@@ -299,6 +290,20 @@ impl Drop for Work {
             self.kill();
         }
     }
+}
+
+/// What `pipe` says, line by line as it comes, read by a thread of its own.
+pub fn collect_lines(pipe: impl std::io::Read + Send + 'static) -> Arc<Mutex<String>> {
+    let text = Arc::new(Mutex::new(String::new()));
+    let sink = text.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            let mut text = sink.lock().unwrap_or_else(|e| e.into_inner());
+            text.push_str(&line);
+            text.push('\n');
+        }
+    });
+    text
 }
 
 /// Polls `check` until it holds, or panics naming `what`.

@@ -86,6 +86,7 @@ pub use cgi::{parse_trusted_proxy, Script};
 pub use classic::ClassicSite;
 pub use config::ServeConfig;
 pub use listener::{ListenAddr, Listener};
+pub use metrics::{counter as encode_counter, gauge as encode_gauge};
 pub use metrics::{Metrics, PoolReport, PoolSnapshot};
 pub use mixed::{Area, MixedSite};
 pub use observe::{Observed, Observer};

@@ -232,7 +232,8 @@ struct PoolCollector {
     access_log: Option<AccessLog>,
 }
 
-fn gauge(
+/// Encodes one gauge without labels (for other commands' collectors too).
+pub fn gauge(
     encoder: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
@@ -242,7 +243,8 @@ fn gauge(
     ConstGauge::new(value).encode(metric)
 }
 
-fn counter(
+/// Encodes one counter without labels (for other commands' collectors too).
+pub fn counter(
     encoder: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,

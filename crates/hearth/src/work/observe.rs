@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use hearth_http::{Metrics, PoolReport, PoolSnapshot};
+use hearth_http::{encode_counter, encode_gauge, Metrics, PoolReport, PoolSnapshot};
 use hearth_queue::{Queue, Stats};
 use hearth_run::calls::{CallCounters, CallEnd, CallObserver, CallSummary};
 use hearth_run::work::{JobEnd, JobObserver, WorkCounters};
@@ -242,16 +242,6 @@ impl PoolReport for Observed {
 #[derive(Debug)]
 struct WorkCollector(Arc<Observed>);
 
-fn gauge(
-    encoder: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    value: i64,
-) -> Result<(), std::fmt::Error> {
-    let metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-    ConstGauge::new(value).encode(metric)
-}
-
 impl Collector for WorkCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let o = &self.0;
@@ -276,13 +266,13 @@ impl Collector for WorkCollector {
         ] {
             ConstCounter::new(n).encode(jobs.encode_family(&[("outcome", outcome)])?)?;
         }
-        gauge(
+        encode_gauge(
             &mut encoder,
             "hearth_work_jobs_running",
             "Jobs this process holds now (running, or being acked)",
             i64::try_from(o.counters.running()).unwrap_or(i64::MAX),
         )?;
-        gauge(
+        encode_gauge(
             &mut encoder,
             "hearth_work_slots",
             "Jobs this process runs at once at most (-j)",
@@ -359,25 +349,24 @@ fn encode_calls(
     for (how, n) in calls.by_outcome() {
         ConstCounter::new(n).encode(ended.encode_family(&[("outcome", how.as_str())])?)?;
     }
-    gauge(
+    encode_gauge(
         encoder,
         "hearth_calls_running",
         "Calls running or waiting for a job worker now",
         i64::try_from(calls.running).unwrap_or(i64::MAX),
     )?;
-    gauge(
+    encode_gauge(
         encoder,
         "hearth_call_connections",
         "Callers connected to the call listener now",
         i64::try_from(calls.connections).unwrap_or(i64::MAX),
     )?;
-    let turned_away = encoder.encode_descriptor(
+    encode_counter(
+        encoder,
         "hearth_call_connections_turned_away",
         "Callers closed at once because --max-callers were connected",
-        None,
-        MetricType::Counter,
+        calls.turned_away,
     )?;
-    ConstCounter::new(calls.turned_away).encode(turned_away)?;
     let durations = encoder.encode_descriptor(
         "hearth_call_duration_seconds",
         "From a call's arrival to its answer, by outcome",
