@@ -103,6 +103,7 @@ WORKERMAN_RELEASE = "workerman-5.2.2"
 WORKERMAN_ENV = "BENCH_WORKERMAN"
 """The environment variable that gives Workerman's directory (--workerman wins)."""
 APP_LOOP = BENCH / "php" / "app-loop.php"
+WORKER_LOOP = BENCH / "php" / "worker-loop.py"
 
 # Variables that would change what the Hearth process measures: RUST_LOG and
 # HEARTH_LOG override --log-level, the other HEARTH_* ones are tuning and
@@ -405,6 +406,9 @@ class AppResult:
     (None: none), as /proc/PID/maps shows it."""
     loops: list[LoopRun] = field(default_factory=list)
     """The app's own time per request in a warm loop (bench/php/app-loop.php)."""
+    worker_loops: dict[str, list[float]] = field(default_factory=dict)
+    """Per Hearth contender, the CPU µs per request of one of its workers
+    alone, fed requests ahead with no front (bench/php/worker-loop.py)."""
     syscalls: dict[str, SyscallCount] = field(default_factory=dict)
     """Per contender, the system calls of its short counting round."""
 
@@ -1122,6 +1126,28 @@ def app_loop(app: App, php_cgi: str) -> LoopRun:
                    body=str(data["body"]).encode())
 
 
+def worker_loop(app: App, args: argparse.Namespace, server: str, env: dict[str, str]) -> float:
+    """bench/php/worker-loop.py for this app's worker: one Hearth worker,
+    started as `hearth serve` starts it, fed the benchmark's request
+    ahead of time through its channel, with no front and no HTTP, so it
+    never waits for a request. Its CPU µs per request."""
+    n = min(max(app.loop_requests, 20000), 100000)
+    cmd = [sys.executable, str(WORKER_LOOP), str(app.worker), "--path", app.path, "-n", str(n),
+           "--hearth", str(args.hearth)]
+    if server == HEARTH_NO_EXT:
+        cmd.append("--hearth-arg=" + "=".join(NO_EXT_ARGS))
+    try:
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
+                             stdin=subprocess.DEVNULL, cwd=ROOT, check=False)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{WORKER_LOOP.relative_to(ROOT)} for {app.name} did not finish within 300 s") from None
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("{")), None)
+    if out.returncode != 0 or line is None:
+        raise BenchError(f"{WORKER_LOOP.relative_to(ROOT)} for {app.name} ({server}) failed "
+                         f"(exit {out.returncode}):\n{out.stdout}{out.stderr}")
+    return float(json.loads(line)["cpu_us"])
+
+
 # ------------------------------------------------------------ verification
 
 
@@ -1217,6 +1243,12 @@ def bench_app(app: App, args: argparse.Namespace, hearth_env: dict[str, str],
         print(f"  app's own time in a warm loop ({APP_LOOP.relative_to(ROOT)}, php-cgi, "
               f"{app.loop_requests} requests, {args.loop_runs} runs): "
               + ", ".join(f"{run.cpu_us:.2f}" for run in result.loops) + " µs CPU per request")
+        if not app.classic and not app.framework:
+            for server in (s for s in contenders if s in (HEARTH, HEARTH_NO_EXT)):
+                runs = [worker_loop(app, args, server, hearth_env) for _ in range(args.loop_runs)]
+                result.worker_loops[server] = runs
+                print(f"  {server} worker alone ({WORKER_LOOP.relative_to(ROOT)}, requests fed ahead, "
+                      f"{args.loop_runs} runs): " + ", ".join(f"{us:.2f}" for us in runs) + " µs CPU per request")
     ports = dict(zip(contenders, free_ports(len(contenders))))
     servers: dict[str, Server] = {}
     for server, port in ports.items():
@@ -1464,9 +1496,10 @@ def breakdown_table(results: list[AppResult]) -> str:
     counting round."""
     lines = [
         "| app | server | req/s | front µs | PHP µs | wrk µs | sum µs | app alone µs | PHP − app µs "
+        "| worker alone µs "
         "| front cs/req (vol/invol) | PHP cs/req (vol/invol) | wrk cs/req (vol/invol) "
         "| front syscalls/req | PHP syscalls/req | wrk syscalls/req |",
-        "|-----|--------|------:|---------:|-------:|-------:|-------:|-------------:|-------------:"
+        "|-----|--------|------:|---------:|-------:|-------:|-------:|-------------:|-------------:|-------------:"
         "|:---:|:---:|:---:|------:|------:|------:|",
     ]
     for res in results:
@@ -1487,10 +1520,12 @@ def breakdown_table(results: list[AppResult]) -> str:
             count = res.syscalls.get(server)
             sys = [count.per_req(getattr(count, k)) if count else None for k in ("front", "workers", "wrk")]
             no_front = server == WORKERMAN
+            alone = res.worker_loops.get(server)
             lines.append(
                 f"| {res.app.name} | {label(server, res.app)} | {statistics.median(r.rps for r in rounds):.0f} "
                 f"| {'—' if no_front else fmt_us(front)} | {fmt_us(php)} | {fmt_us(wrk)} | {fmt_us(front + php + wrk)} "
                 f"| {fmt_opt(app_us)} | {fmt_opt(php - app_us if app_us is not None else None)} "
+                f"| {fmt_opt(statistics.median(alone) if alone else None)} "
                 f"| {'—' if no_front else csw(lambda r: r.front_csw)} | {csw(lambda r: r.workers_csw)} "
                 f"| {csw(lambda r: r.wrk_csw)} "
                 f"| {'—' if no_front else fmt_opt(sys[0], 2)} | {fmt_opt(sys[1], 2)} | {fmt_opt(sys[2], 2)} |")
@@ -1640,7 +1675,10 @@ def write_report(results: list[AppResult], args: argparse.Namespace, info: dict[
         "none), PHP (every PHP process of the server), wrk (the load generator, from its rusage), and their sum. "
         "App alone: the median CPU µs per request of `bench/php/app-loop.php`, the same request handled by the "
         "app booted once in one php-cgi process, in a loop, without HTTP (see the warm loop table); PHP − app is "
-        "what the server's PHP side adds to it. cs/req: voluntary / involuntary context switches per request, "
+        "what the server's PHP side adds to it. Worker alone (Hearth only): the median CPU µs per request of one "
+        "Hearth worker, started as `hearth serve` starts it, fed the same request through its channel ahead of "
+        "time by `bench/php/worker-loop.py`, with no front, no HTTP and never a wait for a request; PHP µs minus "
+        "worker alone is what waiting, waking and sharing the CPUs with the front and wrk cost the workers. cs/req: voluntary / involuntary context switches per request, "
         "summed over every thread of every process of the group (/proc/PID/task/TID/status), medians over the "
         "rounds. Syscalls/req: system calls of the group per request, counted in one extra round per server "
         f"of {args.syscall_seconds} s with {args.syscall_note}, after the measured rounds; PHP counts every PHP "

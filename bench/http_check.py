@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Self-check of the helpers bench/http.py measures with, without servers:
 the parsing of perf's and strace's totals, the context-switch and CPU
-deltas between two samples, and where Workerman is looked for.
+deltas between two samples, where Workerman is looked for, and the frames
+bench/php/worker-loop.py feeds a worker.
 
     python3 bench/http_check.py
 
@@ -87,6 +88,21 @@ check("cpu_seconds", round(bench.cpu_seconds(before, after, "workers") * bench.C
 check("csw_delta", bench.csw_delta(before, after, "workers"), (37, 2))
 vol, invol = bench.context_switches(os.getpid())
 check("context_switches of this process", vol >= 0 and invol >= 0 and vol + invol > 0, True)
+
+# worker-loop.py's $_SERVER is what PHP's unserialize() reads back, and
+# its frames are the protocol's (docs/protocol.md, "Byte-level example").
+spec = importlib.util.spec_from_file_location("worker_loop", BENCH / "php" / "worker-loop.py")
+worker_loop = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(worker_loop)
+server = {"REQUEST_URI": "/é?a=b", "EMPTY": ""}
+php = shutil.which("php")
+if php:
+    out = subprocess.run([php, "-r", "echo json_encode(unserialize(stream_get_contents(STDIN)));"],
+                         input=worker_loop.php_serialize(server), capture_output=True, check=False)
+    check("worker-loop $_SERVER unserializes", out.stdout.decode(), '{"REQUEST_URI":"\\/\\u00e9?a=b","EMPTY":""}')
+frames = worker_loop.request_frames(7, b"a:0:{}")
+check("worker-loop REQUEST frame", frames[:12], bytes([1, 2, 0, 0, 0, 0, 0, 7, 0, 0, 0, 6]))
+check("worker-loop END frame", frames[-12:], bytes([1, 4, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0]))
 
 if failures:
     print("\n" + "\n".join(failures), file=sys.stderr)

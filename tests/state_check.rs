@@ -77,29 +77,40 @@ fn each_deliberate_leak_is_reported_with_the_request_that_left_it() {
         ],
     );
     let seen = findings_at_stop(server);
-    let expected = [
+    // Without the extension, settings outside Baseline's watched list are
+    // put back every 64 requests, so a change can reach the next request;
+    // with it every setting is put back after every request.
+    let ini = support::without_extension().then_some(
+        "GET /ini left setting pcre.jit changed from '1' to '0' (Hearth puts such settings back every 64 requests; set it at boot, or put it back)",
+    );
+    let mut expected = vec![
         "GET /static left Counter::$hits changed: int 0 -> int 1",
         "GET /static-variable?name=alice left remember() static $last changed: string(6) -> string(5) with data from the request",
         "GET /session left a started session open, at Registry::$instance->session",
         "GET /global?name=alice left a new global variable, $last_visitor (string(5) with data from the request)",
         "GET /property?name=alice left $container->services['profile']->user changed: null -> string(5) with data from the request",
         "GET /locale left $container->services['profile']->locale changed: string(2) -> another string(2)",
-        "GET /ini left setting pcre.jit changed from '1' to '0' (Hearth puts such settings back every 64 requests; set it at boot, or put it back)",
         "GET /buffer left 1 output buffer open (default output handler); Hearth ended it",
         "GET /transaction left a PDO transaction open, at $db",
         "GET /memory left memory growing: repeated requests have kept 2.0 MiB",
         "GET / left the Nyholm\\Psr7\\ServerRequest of an earlier request (GET /request) still held at Registry::$instance->current",
         "GET /append left $container->services['profile']->history growing: entries added by 3 repeats of this request (now 4)",
     ];
+    if let Some(ini) = ini {
+        expected.insert(6, ini);
+    }
     assert_eq!(seen.len(), expected.len(), "{seen:#?}");
     for (seen, expected) in seen.iter().zip(expected) {
         assert!(seen.starts_with(expected), "{seen}\nexpected: {expected}");
     }
     // Where the memory went; what was kept, but never a string's content.
+    let memory = seen
+        .iter()
+        .find(|l| l.starts_with("GET /memory left"))
+        .expect("the memory finding");
     assert!(
-        seen[9].ends_with("most by GET /memory (2.0 MiB)"),
-        "{}",
-        seen[9]
+        memory.ends_with("most by GET /memory (2.0 MiB)"),
+        "{memory}"
     );
     assert!(
         !seen

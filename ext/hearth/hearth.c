@@ -1178,6 +1178,103 @@ PHP_FUNCTION(hearth_request_end)
 }
 /* }}} */
 
+/* {{{ Settings a request changed
+   PHP keeps every setting changed at runtime (ini_set(), error_reporting(),
+   set_include_path(), set_time_limit()...) in EG(modified_ini_directives),
+   with its value from before the first change, and puts them all back when
+   a request ends. A worker's requests never end that way, so the library
+   puts back what each one changed; these two functions tell it what that
+   is from PHP's own record, at the cost of a walk over the few settings
+   ever changed, where comparing all ~240 from PHP code costs ~11 µs. */
+
+/* The value of each setting changed before hearth_ini_mark() (the app's
+ * boot), at that moment: what the later requests start from. */
+static HashTable *ini_marks;
+
+static void ini_marks_release(void)
+{
+	if (ini_marks) {
+		zend_hash_destroy(ini_marks);
+		FREE_HASHTABLE(ini_marks);
+		ini_marks = NULL;
+	}
+}
+
+static bool ini_same(const zend_string *a, const zend_string *b)
+{
+	if (!a || !b) {
+		return a == b;
+	}
+	return zend_string_equals(a, b);
+}
+
+/* {{{ proto void hearth_ini_mark()
+   Takes the settings as they are now (once the app has booted) as what
+   every request starts from. */
+PHP_FUNCTION(hearth_ini_mark)
+{
+	ZEND_PARSE_PARAMETERS_NONE();
+	ini_marks_release();
+	ALLOC_HASHTABLE(ini_marks);
+	zend_hash_init(ini_marks, 8, NULL, ZVAL_PTR_DTOR, 0);
+	if (!EG(modified_ini_directives)) {
+		return;
+	}
+	zend_ini_entry *entry;
+	ZEND_HASH_MAP_FOREACH_PTR(EG(modified_ini_directives), entry) {
+		zval value;
+		if (entry->value) {
+			ZVAL_STR_COPY(&value, entry->value);
+		} else {
+			ZVAL_NULL(&value);
+		}
+		zend_hash_update(ini_marks, entry->name, &value);
+	} ZEND_HASH_FOREACH_END();
+}
+/* }}} */
+
+/* {{{ proto list<string> hearth_ini_changed()
+   The names of the settings whose value differs from the one
+   hearth_ini_mark() took (or, for one first changed since, from its value
+   before that change), ini_restore()d settings included. */
+PHP_FUNCTION(hearth_ini_changed)
+{
+	ZEND_PARSE_PARAMETERS_NONE();
+	array_init(return_value);
+	HashTable *modified = EG(modified_ini_directives);
+	if (modified) {
+		zend_ini_entry *entry;
+		ZEND_HASH_MAP_FOREACH_PTR(modified, entry) {
+			zval *mark = ini_marks ? zend_hash_find(ini_marks, entry->name) : NULL;
+			const zend_string *start = mark
+				? (Z_TYPE_P(mark) == IS_STRING ? Z_STR_P(mark) : NULL)
+				: entry->orig_value;
+			if (!ini_same(start, entry->value)) {
+				add_next_index_str(return_value, zend_string_copy(entry->name));
+			}
+		} ZEND_HASH_FOREACH_END();
+	}
+	if (!ini_marks) {
+		return;
+	}
+	/* A setting the boot changed and a request then ini_restore()d is no
+	 * longer in PHP's record, and holds php.ini's value again. */
+	zend_string *name;
+	zval *mark;
+	ZEND_HASH_MAP_FOREACH_STR_KEY_VAL(ini_marks, name, mark) {
+		if (modified && zend_hash_exists(modified, name)) {
+			continue;
+		}
+		zend_ini_entry *entry = zend_hash_find_ptr(EG(ini_directives), name);
+		if (entry && !ini_same(Z_TYPE_P(mark) == IS_STRING ? Z_STR_P(mark) : NULL, entry->value)) {
+			add_next_index_str(return_value, zend_string_copy(name));
+		}
+	} ZEND_HASH_FOREACH_END();
+}
+/* }}} */
+
+/* }}} */
+
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_hearth_request_begin, 0, 4, IS_VOID, 0)
 	ZEND_ARG_TYPE_INFO(0, params, IS_ARRAY, 0)
 	ZEND_ARG_TYPE_INFO(0, server, IS_ARRAY, 0)
@@ -1199,6 +1296,10 @@ ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_hearth_response_drop_header, 0, 
 ZEND_END_ARG_INFO()
 
 #define arginfo_hearth_response_output_end arginfo_hearth_request_end
+#define arginfo_hearth_ini_mark arginfo_hearth_request_end
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_hearth_ini_changed, 0, 0, IS_ARRAY, 0)
+ZEND_END_ARG_INFO()
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_hearth_response_end, 0, 1, _IS_BOOL, 0)
 	ZEND_ARG_TYPE_INFO(0, flags, IS_LONG, 0)
@@ -1212,6 +1313,8 @@ static const zend_function_entry hearth_functions[] = {
 	PHP_FE(hearth_request_begin, arginfo_hearth_request_begin)
 	PHP_FE(hearth_request_shutdown_functions, arginfo_hearth_request_shutdown_functions)
 	PHP_FE(hearth_request_end, arginfo_hearth_request_end)
+	PHP_FE(hearth_ini_mark, arginfo_hearth_ini_mark)
+	PHP_FE(hearth_ini_changed, arginfo_hearth_ini_changed)
 	PHP_FE_END
 };
 
@@ -1228,6 +1331,7 @@ static PHP_RSHUTDOWN_FUNCTION(hearth)
 	exiting = true;
 	response_release();
 	request_end();
+	ini_marks_release();
 	return SUCCESS;
 }
 

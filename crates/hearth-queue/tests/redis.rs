@@ -41,14 +41,6 @@ async fn consumers_ride_out_a_redis_restart() {
         .await
         .expect("push");
     }
-    // One job held from before the restart, acked while Redis is down.
-    let holder = q.consumer().expect("holder");
-    let held = holder
-        .reserve(1, PATIENCE)
-        .await
-        .expect("reserve")
-        .pop()
-        .expect("a job");
     let acked = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
@@ -76,6 +68,17 @@ async fn consumers_ride_out_a_redis_restart() {
     let Env::Redis { server, .. } = &mut env else {
         unreachable!()
     };
+    // One job held from just before the restart, acked while Redis is
+    // down. Reserved here rather than before the consumers start, so that
+    // a slow machine cannot let its visibility timeout pass (and the job
+    // go to another consumer) before Redis is back.
+    let holder = q.consumer().expect("holder");
+    let held = holder
+        .reserve(1, PATIENCE)
+        .await
+        .expect("reserve")
+        .pop()
+        .expect("a job");
     let before = acked.load(Ordering::Relaxed);
     server.kill();
     let held_id = held.id;

@@ -22,7 +22,10 @@ final class Baseline
      * everything but costs ~11 µs a call (it sorts all ~240 entries each
      * time), more than the rest of a request's bookkeeping, so the full
      * comparison runs every FULL_INI_CHECK requests and logs what it finds
-     * outside this list.
+     * outside this list. With the Hearth extension, PHP's own record of the
+     * settings changed at runtime says what to put back, every setting
+     * after every request (see $everySetting), and neither the list nor
+     * the full comparison is used.
      */
     public const WATCHED_INI = [
         'display_errors', 'display_startup_errors', 'error_reporting', 'html_errors', 'log_errors',
@@ -59,6 +62,11 @@ final class Baseline
     private readonly array $watched;
     private readonly string $timezone;
     private int $requests = 0;
+    /**
+     * Every setting a request changed is put back after it, found from
+     * PHP's own record (hearth_ini_changed(), from the Hearth extension).
+     */
+    public readonly bool $everySetting;
 
     /**
      * Takes the baseline once the app has booted. max_execution_time
@@ -66,8 +74,9 @@ final class Baseline
      * requests the worker is not limited.
      *
      * @param int $outputLevel the level of the runtime's own output buffer
+     * @param bool $native the worker runs on the Hearth extension
      */
-    public function __construct(public readonly int $outputLevel)
+    public function __construct(public readonly int $outputLevel, bool $native = false)
     {
         $this->timeLimit = (int) ini_get('max_execution_time');
         set_time_limit(0);
@@ -82,6 +91,10 @@ final class Baseline
         }
         $this->watched = $watched;
         $this->timezone = date_default_timezone_get();
+        $this->everySetting = $native && function_exists('hearth_ini_changed');
+        if ($this->everySetting) {
+            \hearth_ini_mark();
+        }
     }
 
     /**
@@ -150,6 +163,15 @@ final class Baseline
 
     private function restoreIni(): void
     {
+        if ($this->everySetting) {
+            foreach (\hearth_ini_changed() as $name) {
+                // The time limit has its own treatment (restore()).
+                if ($name !== 'max_execution_time' && !self::isAppConfiguration($name)) {
+                    self::put($name, array_key_exists($name, $this->ini) ? $this->ini[$name] : null);
+                }
+            }
+            return;
+        }
         foreach ($this->watched as $name => $value) {
             if (ini_get($name) !== $value) {
                 self::put($name, $value);

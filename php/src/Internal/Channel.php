@@ -34,7 +34,7 @@ final class Channel
      * @param resource $in  stream to read requests from
      * @param resource $out stream to write responses to (may be $in)
      */
-    private function __construct($in, $out, public readonly int $maxPayload)
+    private function __construct($in, $out, public readonly int $maxPayload, private readonly bool $socket = false)
     {
         foreach ([$in, $out] as $stream) {
             stream_set_read_buffer($stream, 0);
@@ -72,7 +72,7 @@ final class Channel
                 . 'run this worker with the hearth binary this PHP library came with'
             );
         }
-        return new self($stream, $stream, $maxPayload);
+        return new self($stream, $stream, $maxPayload, true);
     }
 
     /**
@@ -208,6 +208,16 @@ final class Channel
     /** One read; null at end of stream. */
     private function read(): ?string
     {
+        if ($this->socket) {
+            // One recvfrom() that waits for the next request, where fread()
+            // on a socket stream polls first: a system call less per
+            // request. An empty string is Hearth's end of the channel,
+            // false an error: fread() below tells them apart.
+            $data = @stream_socket_recvfrom($this->in, self::READ_SIZE);
+            if (is_string($data) && $data !== '') {
+                return $data;
+            }
+        }
         while (true) {
             $data = @fread($this->in, self::READ_SIZE);
             if ($data !== false && $data !== '') {

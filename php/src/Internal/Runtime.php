@@ -88,7 +88,7 @@ final class Runtime
         $check = StateCheck::requested();
         $runtime->boot();
         if ($check) {
-            $runtime->check = StateCheck::start($handler);
+            $runtime->check = StateCheck::start($handler, $runtime->baseline->everySetting);
         }
         try {
             while (($request = $channel->receive()) !== null) {
@@ -115,7 +115,7 @@ final class Runtime
             ob_start($this->onOutput(...), self::OUTPUT_CHUNK);
         }
         register_shutdown_function($this->onShutdown(...));
-        $this->baseline = new Baseline($this->native ? 0 : ob_get_level());
+        $this->baseline = new Baseline($this->native ? 0 : ob_get_level(), $this->native);
         $this->timeLimit = $this->baseline->timeLimit;
 
         Channel::hideEnvironment();

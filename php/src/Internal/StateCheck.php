@@ -91,6 +91,8 @@ final class StateCheck
     private array $notes = [];
     /** @var array<string, string|null> the settings at boot */
     private readonly array $ini;
+    /** Hearth puts back every setting after every request (see start()). */
+    private bool $everySetting = false;
     private int $outputLevel = 0;
     private int $requests = 0;
     /** Memory in use after the last request. */
@@ -206,8 +208,12 @@ final class StateCheck
         return getenv('HEARTH_CHECK_STATE') === '1';
     }
 
-    /** Starts the check once the app has booted; $handler is the worker's request handler. */
-    public static function start(callable $handler): self
+    /**
+     * Starts the check once the app has booted; $handler is the worker's
+     * request handler. $everySetting: Hearth puts back every setting after
+     * every request (Baseline::$everySetting), so none can reach the next.
+     */
+    public static function start(callable $handler, bool $everySetting = false): self
     {
         $roots = [];
         try {
@@ -223,6 +229,7 @@ final class StateCheck
         } catch (\ReflectionException) {
         }
         self::$current = new self($roots);
+        self::$current->everySetting = $everySetting;
         Log::write('state check on: after each request this worker reports what it kept for the next one '
             . '(for staging: it costs a walk over the app\'s objects per request)');
         return self::$current;
@@ -281,9 +288,10 @@ final class StateCheck
             );
         }
         // Settings Hearth puts back after every request (Baseline's
-        // watched list, the timezone) cannot reach the next one; the
-        // others are put back every FULL_INI_CHECK requests.
-        foreach (ini_get_all(null, false) as $name => $value) {
+        // watched list, the timezone; with the extension, all of them)
+        // cannot reach the next one; without the extension the others are
+        // put back every FULL_INI_CHECK requests.
+        foreach ($this->everySetting ? [] : ini_get_all(null, false) as $name => $value) {
             $boot = array_key_exists($name, $this->ini) ? $this->ini[$name] : $value;
             if (
                 $boot !== $value && $name !== 'max_execution_time' && !str_starts_with($name, 'session.')
