@@ -127,7 +127,7 @@ def cpu_ticks(pid: int) -> tuple[int, int]:
 class Worker:
     def __init__(self, argv: list[str], env: dict[str, str]):
         self.sock, theirs = socket.socketpair()
-        self.proc = subprocess.Popen(argv, stdin=theirs, stdout=subprocess.DEVNULL, stderr=None,
+        self.proc = subprocess.Popen(argv, stdin=theirs, stdout=subprocess.DEVNULL,
                                      env=env, cwd=ROOT, start_new_session=True)
         theirs.close()
         self.buf = b""

@@ -289,9 +289,20 @@ final class StateCheck
         }
         // Settings Hearth puts back after every request (Baseline's
         // watched list, the timezone; with the extension, all of them)
-        // cannot reach the next one; without the extension the others are
-        // put back every FULL_INI_CHECK requests.
-        foreach ($this->everySetting ? [] : ini_get_all(null, false) as $name => $value) {
+        // cannot reach the next one.
+        if (!$this->everySetting) {
+            $this->settingsLeft();
+        }
+    }
+
+    /**
+     * Without the extension: settings outside Baseline's watched list the
+     * request changed, which Hearth puts back only every FULL_INI_CHECK
+     * requests.
+     */
+    private function settingsLeft(): void
+    {
+        foreach (ini_get_all(null, false) as $name => $value) {
             $boot = array_key_exists($name, $this->ini) ? $this->ini[$name] : $value;
             if (
                 $boot !== $value && $name !== 'max_execution_time' && !str_starts_with($name, 'session.')
