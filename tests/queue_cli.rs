@@ -1,4 +1,4 @@
-//! `hearth queue stats|peek|retry|purge|push` against real queues (a
+//! `hearth queue stats|peek|retry|delete|purge|push` against real queues (a
 //! redis-server started by the test, and a queue file), with real
 //! `hearth work` consumers where a job must run.
 #![allow(clippy::unwrap_used)]
@@ -277,6 +277,81 @@ fn retry_all_brings_back_every_dead_job() {
     );
 }
 
+/// `hearth queue delete URL ID` removes that one dead job for good: the
+/// other dead jobs stay, an id that is not a dead job's (unknown, or a
+/// ready job's, which stays) is an error with exit status 1, and the
+/// deleted job does not come back with `retry --all`.
+#[test]
+fn delete_removes_one_dead_job_for_good() {
+    for engine in [Engine::redis(), Engine::file()] {
+        let url = engine.url();
+        let q = Producer::open(&engine);
+        let push = |payload: &str, attempts: &str| -> u64 {
+            ok(&["push", &url, "--payload", payload, "--attempts", attempts])
+                .trim()
+                .parse()
+                .unwrap()
+        };
+        let gone = push(r#"{"cmd": "exit 1"}"#, "1");
+        let kept = push(r#"{"cmd": "exit 2"}"#, "1");
+        q.fail_all();
+        let ready = push(r#"{"cmd": "true"}"#, "3");
+        let s = stats_json(&url);
+        assert_eq!(
+            (s["dead"].as_u64(), s["ready"].as_u64()),
+            (Some(2), Some(1)),
+            "{}",
+            engine.name()
+        );
+
+        for id in [999_999, ready] {
+            let (code, stdout, stderr) = queue(&["delete", &url, &id.to_string()]);
+            assert_eq!((code, stdout.as_str()), (Some(1), ""), "{stderr}");
+            assert!(
+                stderr.contains(&format!("hearth: {} has no dead job {id}", shown(&url))),
+                "{stderr}"
+            );
+        }
+        assert_eq!(
+            ok(&["delete", &url, &gone.to_string()]),
+            format!("job {gone} deleted\n")
+        );
+        let (code, _, stderr) = queue(&["delete", &url, &gone.to_string()]);
+        assert_eq!(code, Some(1), "a second delete finds nothing: {stderr}");
+        assert!(
+            stderr.contains(&format!("has no dead job {gone}")),
+            "{stderr}"
+        );
+
+        let dead: Vec<Value> = ok(&["peek", &url, "dead"])
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(dead.len(), 1, "{}", engine.name());
+        assert_eq!(dead[0]["id"], kept);
+        let s = stats_json(&url);
+        assert_eq!(
+            (s["dead"].as_u64(), s["ready"].as_u64(), s["died"].as_u64()),
+            (Some(1), Some(1), Some(2)),
+            "the ready job stays; died counts both deaths"
+        );
+        assert_eq!(ok(&["retry", &url, "--all"]), "1 dead job(s) ready again\n");
+        let mut back: Vec<u64> = q.ready().iter().map(|j| j.id.0).collect();
+        back.sort();
+        assert_eq!(
+            back,
+            vec![kept, ready],
+            "the deleted job does not come back"
+        );
+    }
+    let (code, stdout, stderr) = queue(&["delete", "--help"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("Remove one dead job for good") && stdout.contains("<ID>"),
+        "{stdout}"
+    );
+}
+
 /// Purge removes nothing without --yes, then only the part it is given.
 #[test]
 fn purge_needs_yes_and_removes_only_that_part() {
@@ -341,9 +416,9 @@ fn purge_needs_yes_and_removes_only_that_part() {
     }
 }
 
-/// Issue 12: `hearth queue stats` (and peek, retry, purge) on a mistyped
-/// Redis queue name created its stream and group; now they say there is
-/// no such queue and leave Redis empty.
+/// Issue 12: `hearth queue stats` (and peek, retry, delete, purge) on a
+/// mistyped Redis queue name created its stream and group; now they say
+/// there is no such queue and leave Redis empty.
 #[test]
 fn a_redis_queue_that_is_not_there_is_not_created_by_looking_at_it() {
     let engine = Engine::redis();
@@ -357,6 +432,7 @@ fn a_redis_queue_that_is_not_there_is_not_created_by_looking_at_it() {
         vec!["peek", &typo],
         vec!["peek", &typo, "dead"],
         vec!["retry", &typo, "--all"],
+        vec!["delete", &typo, "1"],
         vec!["purge", &typo, "ready", "--yes"],
     ] {
         let (code, out, stderr) = queue(&args);
@@ -393,6 +469,7 @@ fn bad_input_is_refused_clearly() {
         vec!["stats", &url],
         vec!["peek", &url],
         vec!["retry", &url, "--all"],
+        vec!["delete", &url, "1"],
         vec!["purge", &url, "ready", "--yes"],
     ] {
         let (code, _, stderr) = queue(&args);
@@ -420,6 +497,8 @@ fn bad_input_is_refused_clearly() {
         vec!["push", &url, "--payload", "{}", "--attempts", "0"],
         vec!["push", &url, "--payload", "{}", "--delay", "soon"],
         vec!["retry", &url],
+        vec!["delete", &url],
+        vec!["delete", &url, "two"],
         vec!["purge", &url, "everything", "--yes"],
     ] {
         let (code, _, stderr) = queue(&args);

@@ -163,6 +163,11 @@ impl FileQueue {
         Ok(n)
     }
 
+    pub async fn delete_dead(&self, id: JobId) -> Result<bool> {
+        self.with("delete", move |c, _| store::delete_dead(c, id))
+            .await
+    }
+
     pub async fn purge(&self, part: Part) -> Result<u64> {
         self.with("purge", move |c, _| store::purge(c, part)).await
     }

@@ -54,7 +54,8 @@
 //!   A consumer that finds a job can never succeed (its payload is not
 //!   work it can run) ends it at once with [`Consumer::reject`], as
 //!   [`DeadReason::Rejected`] with its reason.
-//!   [`Queue::retry_dead`] puts dead jobs back with their attempts reset.
+//!   [`Queue::retry_dead`] puts dead jobs back with their attempts reset;
+//!   [`Queue::delete_dead`] removes one for good.
 //! - **Delays.** A delayed job (or one waiting for its backoff) becomes
 //!   deliverable at its time. A consumer that is waiting takes it within a
 //!   few ms (it waits for the next due time itself, not on Redis's timer,
@@ -90,7 +91,7 @@
 //! | `ready` | stream, consumer group `hearth` | jobs deliverable now, and held ones (pending) |
 //! | `delayed` | sorted set, score = due time (ms, Redis's clock) | delayed jobs and jobs waiting for their backoff (msgpack'd field lists) |
 //! | `dead` | stream | the dead-letter store: the job's fields and `reason`, `error`, `dead_at` |
-//! | `deadix` | hash | job id → its `dead` entry, for `retry` |
+//! | `deadix` | hash | job id → its `dead` entry, for `retry` and `delete_dead` |
 //! | `stats` | hash | counters `pushed`, `done`, `failed`, `retried`, `died` |
 //! | `seq` | string | the last job id given |
 //! | `result:CHANNEL` | stream, `MAXLEN ~`, `EXPIRE` | outcomes: `id`, `attempt`, `status` (`done`/`dead`), `result` or `reason` and `error` |
@@ -101,10 +102,10 @@
 //! delivery's attempt is `attempts` plus the entry's delivery count. Every
 //! change is one Lua script (push, promote-and-reclaim with `XAUTOCLAIM`
 //! and `XPENDING`, ack, fail-or-dead, extend with `XCLAIM ... JUSTID`,
-//! stats, peek, purge, retry); a consumer blocks in `XREADGROUP BLOCK` on
-//! a connection of its own (so its acks never wait behind it) for at most
-//! `poll_interval`, then promotes due delayed jobs and reclaims expired
-//! holds. Connections are redis-rs connection managers, which reconnect
+//! stats, peek, purge, retry, delete a dead job); a consumer blocks in
+//! `XREADGROUP BLOCK` on a connection of its own (so its acks never wait
+//! behind it) for at most `poll_interval`, then promotes due delayed jobs
+//! and reclaims expired holds. Connections are redis-rs connection managers, which reconnect
 //! with backoff. Consumers that hold nothing and were idle an hour are
 //! removed from the group.
 //!
@@ -310,6 +311,25 @@ impl Queue {
         match &self.engine {
             Engine::Redis(r) => r.retry_dead(id).await,
             Engine::File(f) => f.retry_dead(Some(id)).await.map(|n| n > 0),
+        }
+    }
+
+    /// Removes dead job `id` for good: true when a dead job with that id
+    /// was removed, false when no dead job has that id. Only the
+    /// dead-letter store is looked in: a ready, delayed or held job with
+    /// that id is left as it is (and false is returned).
+    ///
+    /// One atomic change (a Lua script on Redis, a transaction on SQLite)
+    /// removes the job and its entry in the dead-letter index, so it is
+    /// never delivered again and [`Queue::retry_dead`] no longer finds it.
+    /// In [`Stats`], `dead` goes down by one; no cumulative counter
+    /// changes (`died` still counts its move to the dead-letter store, as
+    /// after [`Queue::purge`]). An outcome already recorded to its
+    /// reply-to channel stays there.
+    pub async fn delete_dead(&self, id: JobId) -> Result<bool> {
+        match &self.engine {
+            Engine::Redis(r) => r.delete_dead(id).await,
+            Engine::File(f) => f.delete_dead(id).await,
         }
     }
 

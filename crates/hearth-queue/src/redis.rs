@@ -337,6 +337,13 @@ impl RedisQueue {
         Ok(int(&v).unwrap_or(0) > 0)
     }
 
+    pub async fn delete_dead(&self, id: JobId) -> Result<bool> {
+        let mut inv = self.scripts.delete_dead.prepare_invoke();
+        inv.key(&self.keys.dead).key(&self.keys.deadix).arg(id.0);
+        let v = self.run("delete", &inv).await?;
+        Ok(int(&v).unwrap_or(0) > 0)
+    }
+
     pub async fn retry_all_dead(&self) -> Result<u64> {
         // Only the entries dead now: a job that dies again meanwhile stays.
         let last = retry("retry", self.retry_for(), || async {

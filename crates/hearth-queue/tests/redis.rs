@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hearth_queue::{NewJob, Outcome, QueueConfig};
+use hearth_queue::{JobId, NewJob, Outcome, QueueConfig};
 use suite::{Env, PATIENCE};
 
 suite_tests!(Env::redis());
@@ -163,4 +163,43 @@ async fn unreachable_or_refusing_redis_is_reported() {
         !e.to_string().contains("wrong"),
         "the password is not shown: {e}"
     );
+}
+
+/// A `deadix` field that points at no `dead` entry (written here behind
+/// the queue's back, as a bug or another program could) is no dead job:
+/// `delete_dead` says false, removes no other entry, and drops the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_dead_drops_an_index_field_that_points_nowhere() {
+    let env = Env::redis();
+    let q = env.open(suite::config()).await;
+    let dead = q.push(NewJob::new("dies").attempts(1)).await.expect("push");
+    let c = q.consumer().expect("consumer");
+    let j = c
+        .reserve(1, PATIENCE)
+        .await
+        .expect("reserve")
+        .pop()
+        .expect("a job");
+    c.fail(&j, "nope").await.expect("fail");
+    let Env::Redis { server, name } = &env else {
+        unreachable!()
+    };
+    let client =
+        redis::Client::open(format!("redis://127.0.0.1:{}/", server.port)).expect("client");
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect");
+    let _: i64 = redis::cmd("HSET")
+        .arg(format!("hearth:{{{name}}}:deadix"))
+        .arg(4242)
+        .arg("1-1")
+        .query_async(&mut conn)
+        .await
+        .expect("HSET");
+    assert!(!q.delete_dead(JobId(4242)).await.expect("delete"));
+    assert_eq!(env.traces_of(JobId(4242)).await, Vec::<String>::new());
+    assert_eq!(q.stats().await.expect("stats").dead, 1);
+    assert!(q.delete_dead(dead).await.expect("delete"));
+    assert_eq!(q.stats().await.expect("stats").dead, 0);
 }

@@ -57,7 +57,7 @@ enum Command {
     /// Take jobs from a queue, or calls on a unix socket, and run them: shell tasks, or PHP jobs in warm PHP workers.
     #[command(after_help = work::AFTER_HELP)]
     Work(options::CommandLine<options::WorkOptions>),
-    /// Look into a queue and act on it: stats, peek, retry, purge, push.
+    /// Look into a queue and act on it: stats, peek, retry, delete, purge, push.
     #[command(after_help = queue::AFTER_HELP)]
     Queue(queue::QueueArgs),
     /// Print the directory of the PHP library built into this binary.

@@ -1,5 +1,5 @@
-//! `hearth queue stats|peek|retry|purge|push URL`: an operator's (and a
-//! producer's) commands on a queue, through `hearth-queue`.
+//! `hearth queue stats|peek|retry|delete|purge|push URL`: an operator's
+//! (and a producer's) commands on a queue, through `hearth-queue`.
 
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
@@ -57,6 +57,14 @@ enum QueueCommand {
         /// Every job in the dead-letter store
         #[arg(long)]
         all: bool,
+    },
+    /// Remove one dead job for good (a ready, delayed or running job with
+    /// that id is left alone)
+    Delete {
+        /// redis://HOST[:PORT][/DB]/NAME or file:PATH
+        url: String,
+        /// The dead job's id
+        id: u64,
     },
     /// Remove the ready, delayed or dead jobs for good (never running ones)
     Purge {
@@ -156,6 +164,13 @@ async fn command(command: QueueCommand) -> anyhow::Result<()> {
                     println!("{n} dead job(s) ready again");
                 }
             }
+        }
+        QueueCommand::Delete { url, id } => {
+            let (queue, shown) = open(&url, true).await?;
+            if !queue.delete_dead(JobId(id)).await? {
+                bail!("{shown} has no dead job {id}");
+            }
+            println!("job {id} deleted");
         }
         QueueCommand::Purge { url, part, yes } => {
             let (queue, shown) = open(&url, true).await?;

@@ -467,6 +467,18 @@ pub(crate) fn retry_dead(conn: &Connection, id: Option<JobId>) -> SqlResult<u64>
     Ok(n as u64)
 }
 
+/// Removes dead job `id`; a job with that id in any other state stays.
+/// Whether one was removed.
+pub(crate) fn delete_dead(conn: &Connection, id: JobId) -> SqlResult<bool> {
+    let tx = begin(conn)?;
+    let n = tx.execute(
+        "DELETE FROM jobs WHERE id = ? AND state = 2",
+        params![id.0 as i64],
+    )?;
+    tx.commit()?;
+    Ok(n > 0)
+}
+
 pub(crate) fn purge(conn: &Connection, part: Part) -> SqlResult<u64> {
     let sql = match part {
         Part::Ready => "DELETE FROM jobs WHERE state = 0 AND due_at <= ?",

@@ -264,6 +264,19 @@ end
 return #entries
 ";
 
+/// Removes dead job `id` for good: its `dead` entry and its `deadix`
+/// field, the only places a dead job is (a ready, delayed or held job has
+/// no `deadix` field, so it is never found here). KEYS dead, deadix. ARGV
+/// job id. Returns 1 when an entry was removed, else 0 (an index field
+/// left pointing at no entry is dropped all the same).
+const DELETE_DEAD: &str = r"
+local did = redis.call('HGET', KEYS[2], ARGV[1])
+if not did then return 0 end
+local n = redis.call('XDEL', KEYS[1], did)
+redis.call('HDEL', KEYS[2], ARGV[1])
+return n
+";
+
 /// Forgets consumers that hold nothing and were last seen long ago, so a
 /// group's list of consumers stays bounded however many come and go.
 /// KEYS ready. ARGV group, idle_ms. Returns how many were removed.
@@ -297,6 +310,7 @@ pub(crate) struct Scripts {
     pub peek_ready: Script,
     pub purge: Script,
     pub retry_dead: Script,
+    pub delete_dead: Script,
     pub forget: Script,
 }
 
@@ -313,6 +327,7 @@ impl Scripts {
             peek_ready: s(PEEK_READY),
             purge: s(PURGE),
             retry_dead: s(RETRY_DEAD),
+            delete_dead: s(DELETE_DEAD),
             forget: s(FORGET),
         }
     }

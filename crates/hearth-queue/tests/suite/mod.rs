@@ -14,6 +14,9 @@ use hearth_queue::{
 
 use crate::support::RedisServer;
 
+/// A stream entry as XRANGE gives it: its id and its fields.
+type StreamEntry = (String, Vec<(String, Vec<u8>)>);
+
 /// Long enough for any wait in these tests on a loaded machine.
 pub const PATIENCE: Duration = Duration::from_secs(30);
 
@@ -79,6 +82,59 @@ impl Env {
                 .expect("insert");
             }
         }
+    }
+
+    /// Where job `id` is still stored, read behind the queue's back: the
+    /// Redis `deadix` field and `dead` or `ready` entries naming it, the
+    /// file's `jobs` row. Empty when no trace is left.
+    pub async fn traces_of(&self, id: JobId) -> Vec<String> {
+        let mut found = Vec::new();
+        match self {
+            Env::Redis { server, name } => {
+                let client = redis::Client::open(format!("redis://127.0.0.1:{}/", server.port))
+                    .expect("client");
+                let mut c = client
+                    .get_multiplexed_async_connection()
+                    .await
+                    .expect("connect");
+                let indexed: bool = redis::cmd("HEXISTS")
+                    .arg(format!("hearth:{{{name}}}:deadix"))
+                    .arg(id.0)
+                    .query_async(&mut c)
+                    .await
+                    .expect("HEXISTS");
+                if indexed {
+                    found.push("a deadix field".to_string());
+                }
+                for stream in ["dead", "ready"] {
+                    let entries: Vec<StreamEntry> = redis::cmd("XRANGE")
+                        .arg(format!("hearth:{{{name}}}:{stream}"))
+                        .arg("-")
+                        .arg("+")
+                        .query_async(&mut c)
+                        .await
+                        .expect("XRANGE");
+                    let want = id.0.to_string().into_bytes();
+                    for (entry, fields) in entries {
+                        if fields.iter().any(|(k, v)| k == "id" && *v == want) {
+                            found.push(format!("{stream} entry {entry}"));
+                        }
+                    }
+                }
+            }
+            Env::File { dir } => {
+                let c = rusqlite::Connection::open(dir.path().join("queue.db")).expect("open");
+                let state: Option<i64> = c
+                    .query_row("SELECT state FROM jobs WHERE id = ?", [id.0 as i64], |r| {
+                        r.get(0)
+                    })
+                    .ok();
+                if let Some(state) = state {
+                    found.push(format!("a jobs row in state {state}"));
+                }
+            }
+        }
+        found
     }
 }
 
@@ -329,6 +385,91 @@ pub async fn retry_from_dead(env: Env) {
     assert_eq!(back, vec![b, d]);
     let s = q.stats().await.expect("stats");
     assert_eq!((s.dead, s.reserved), (0, 2));
+}
+
+/// `delete_dead` removes one dead job for good and nothing else: the
+/// other dead jobs stay, a ready, delayed or held job with the id asked
+/// for is left alone (false), and the deleted job is never delivered
+/// again, not even by `retry_all_dead`.
+pub async fn delete_dead_removes_one_dead_job(env: Env) {
+    let q = env.open(config()).await;
+    let a = q.push(job("a").attempts(1)).await.expect("push");
+    let b = q
+        .push(job("b").attempts(1).reply_to("del"))
+        .await
+        .expect("push");
+    let d = q.push(job("d").attempts(1)).await.expect("push");
+    let c = q.consumer().expect("consumer");
+    for _ in 0..3 {
+        let j = reserve_one(&c).await;
+        c.fail(&j, "nope").await.expect("fail");
+    }
+    let s = q.stats().await.expect("stats");
+    assert_eq!((s.dead, s.died, s.failed), (3, 3, 3));
+
+    assert!(!q.delete_dead(JobId(999_999)).await.expect("delete"));
+    assert!(q.delete_dead(b).await.expect("delete"));
+    assert!(
+        !q.delete_dead(b).await.expect("delete twice"),
+        "already gone"
+    );
+    assert_eq!(env.traces_of(b).await, Vec::<String>::new());
+    let dead: Vec<JobId> = q
+        .peek(Part::Dead, 10)
+        .await
+        .expect("peek")
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(dead, vec![a, d]);
+    let s = q.stats().await.expect("stats");
+    assert_eq!(
+        (s.dead, s.died, s.failed, s.pushed, s.done),
+        (2, 3, 3, 3, 0),
+        "dead goes down; no cumulative counter moves: {s:?}"
+    );
+    assert!(
+        !q.retry_dead(b).await.expect("retry"),
+        "retry no longer finds it"
+    );
+    // Its outcome, recorded when it died, stays on its channel.
+    let results = read_results(&q, "del", 1).await;
+    assert_eq!(results[0].id, b);
+    assert!(matches!(results[0].outcome, Outcome::Dead { .. }));
+
+    // Jobs that are not dead are not deleted.
+    let ready = q.push(job("ready")).await.expect("push");
+    let later = q
+        .push(job("later").delay(Duration::from_secs(3600)))
+        .await
+        .expect("push");
+    assert!(!q.delete_dead(ready).await.expect("delete a ready job"));
+    assert!(!q.delete_dead(later).await.expect("delete a delayed job"));
+    let s = q.stats().await.expect("stats");
+    assert_eq!((s.ready, s.delayed, s.dead), (1, 1, 2), "{s:?}");
+    let held = reserve_one(&c).await;
+    assert_eq!(held.id, ready);
+    assert!(!q.delete_dead(ready).await.expect("delete a held job"));
+    assert_eq!(q.stats().await.expect("stats").reserved, 1);
+    assert_eq!(c.ack(&held, b"").await.expect("ack"), Receipt::Applied);
+
+    // The deleted job never comes back.
+    assert!(c
+        .reserve(10, Duration::from_millis(300))
+        .await
+        .expect("reserve")
+        .is_empty());
+    assert_eq!(q.retry_all_dead().await.expect("retry all"), 2);
+    let mut back: Vec<JobId> = vec![reserve_one(&c).await.id, reserve_one(&c).await.id];
+    back.sort();
+    assert_eq!(back, vec![a, d]);
+    assert!(c
+        .reserve(10, Duration::from_millis(300))
+        .await
+        .expect("reserve")
+        .is_empty());
+    let s = q.stats().await.expect("stats");
+    assert_eq!((s.dead, s.reserved, s.delayed), (0, 2, 1), "{s:?}");
 }
 
 pub async fn delayed_jobs_come_on_time(env: Env) {
@@ -643,6 +784,10 @@ macro_rules! suite_tests {
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn retry_from_dead() {
             suite::retry_from_dead($env).await
+        }
+        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+        async fn delete_dead_removes_one_dead_job() {
+            suite::delete_dead_removes_one_dead_job($env).await
         }
         #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
         async fn delayed_jobs_come_on_time() {
