@@ -115,7 +115,8 @@ lint: deps-test
 	@for f in $$(git ls-files '*.php'); do php -l "$$f" >/dev/null || exit 1; done; echo "php -l: ok"
 	$(PHPCS) --standard=PSR12 --ignore='*.blade.php' php/src php/tests php/autoload.php examples
 
-## Hearth against nginx + php-fpm, same machine, same run; then `hearth run`
+## Hearth against nginx + php-fpm, same machine, same run; the dashboard's
+## cost under load (open, closed, no --admin); then `hearth run`
 ## against the TaskRunner.php seed's process pools, Jobs::call() round trips
 ## against php -r per call, and `hearth work` against Symfony Messenger and
 ## Laravel queue workers (see bench/README.md).
@@ -123,6 +124,7 @@ bench: deps-bench ext
 	$(CARGO) build --release -p hearth
 	python3 bench/http.py
 	python3 bench/recycle.py
+	python3 bench/dashboard.py
 	python3 bench/tasks.py
 	python3 bench/calls.py
 	python3 bench/jobs.py

@@ -11,7 +11,6 @@ mod reference;
 #[path = "support/mod.rs"]
 mod support;
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -332,7 +331,7 @@ fn status_access_log_and_metrics_cover_both_pools_and_php_fpm_starts_no_child_be
         lines.contains("\"/legacy.php\"") && lines.contains("\"/\""),
         "{lines}"
     );
-    let admin = admin_addr(&server);
+    let admin = support::admin_addr(&server);
     let metrics = support::request(
         admin,
         b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
@@ -343,17 +342,6 @@ fn status_access_log_and_metrics_cover_both_pools_and_php_fpm_starts_no_child_be
         .find(|l| l.starts_with("hearth_http_requests_total{method=\"GET\",code=\"200\"}"))
         .unwrap_or_else(|| panic!("no request count in:\n{metrics}"));
     assert!(counted.ends_with(" 2"), "{counted}");
-}
-
-fn admin_addr(server: &Server) -> SocketAddr {
-    server.wait_for_log("admin endpoints", Duration::from_secs(10));
-    server
-        .log()
-        .split("admin endpoints (/metrics, /healthz, /readyz) at http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|a| a.parse().ok())
-        .expect("admin address in the log")
 }
 
 #[test]

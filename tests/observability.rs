@@ -62,18 +62,6 @@ fn in_background(addr: SocketAddr, path: &str) -> std::thread::JoinHandle<suppor
     std::thread::spawn(move || support::request(addr, raw.as_bytes()))
 }
 
-/// The admin address, from the log.
-fn admin_addr(server: &Server) -> SocketAddr {
-    server.wait_for_log("admin endpoints", Duration::from_secs(10));
-    server
-        .log()
-        .split("admin endpoints (/metrics, /healthz, /readyz) at http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|a| a.parse().ok())
-        .expect("admin address in the log")
-}
-
 fn admin_get(addr: SocketAddr, path: &str) -> support::Response {
     support::request(
         addr,
@@ -302,7 +290,7 @@ fn stop_shuts_down_gracefully_while_a_request_completes() {
             "127.0.0.1:0",
         ],
     );
-    let admin = admin_addr(&server);
+    let admin = support::admin_addr(&server);
     assert_eq!(admin_get(admin, "/readyz").status, 200);
     let slow = in_background(server.addr, "/slow?ms=1500");
     eventually(Duration::from_secs(5), "the slow request to start", || {
@@ -346,7 +334,7 @@ fn metrics_count_requests_by_status_with_latencies() {
         &fixture("app.php"),
         &["--workers", "2", "--admin", "127.0.0.1:0"],
     );
-    let admin = admin_addr(&server);
+    let admin = support::admin_addr(&server);
     assert_eq!(admin_get(admin, "/healthz").status, 200);
     let ready = admin_get(admin, "/readyz");
     assert_eq!(ready.status, 200, "{}", ready.text());
@@ -425,7 +413,7 @@ fn metrics_count_restarts_by_reason_after_a_max_requests_recycle() {
             "127.0.0.1:0",
         ],
     );
-    let admin = admin_addr(&server);
+    let admin = support::admin_addr(&server);
     // A worker serves on while its replacement boots, so it may take a few
     // more than two requests per recycle.
     let scrape = eventually(Duration::from_secs(10), "two recycles counted", || {
@@ -460,7 +448,7 @@ fn admin_endpoints_are_not_on_the_public_port() {
         &fixture("app.php"),
         &["--workers", "1", "--admin", "127.0.0.1:0"],
     );
-    let admin = admin_addr(&server);
+    let admin = support::admin_addr(&server);
     assert_ne!(admin.port(), server.addr.port());
     for path in ["/metrics", "/healthz", "/readyz"] {
         let r = server.get(path);

@@ -90,17 +90,6 @@ fn never_read(addr: SocketAddr, path: &str) -> TcpStream {
     stream
 }
 
-fn admin_addr(server: &Server) -> SocketAddr {
-    server.wait_for_log("admin endpoints", Duration::from_secs(10));
-    server
-        .log()
-        .split("admin endpoints (/metrics, /healthz, /readyz) at http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|a| a.parse().ok())
-        .expect("admin address in the log")
-}
-
 /// Issue 16, item 3: sixteen HTTP/2 clients ask for 24 MiB each and
 /// never send WINDOW_UPDATE. Hearth used to hold every response whole;
 /// what waits for them now goes to disk past a bounded amount of memory:
@@ -265,7 +254,7 @@ fn a_response_its_client_stops_taking_is_cut_after_the_send_timeout() {
             "127.0.0.1:0",
         ],
     );
-    let admin = admin_addr(&server);
+    let admin = support::admin_addr(&server);
     let mut http1 = never_read(server.addr, BIG_STREAM);
     let rt = runtime();
     let started = Instant::now();

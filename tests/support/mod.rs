@@ -251,6 +251,18 @@ impl Drop for Server {
 }
 
 /// Stops a hearth the test left running: SIGTERM, then SIGKILL after 10 s.
+/// The admin listener's address (`--admin`), from the server's log.
+pub fn admin_addr(server: &Server) -> SocketAddr {
+    server.wait_for_log("admin endpoints at", Duration::from_secs(10));
+    server
+        .log()
+        .split("admin endpoints at http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .expect("admin address in the log")
+}
+
 pub fn stop_child(child: &mut Child) {
     if let Ok(None) = child.try_wait() {
         let _ = Command::new("kill")

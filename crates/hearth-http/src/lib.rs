@@ -39,8 +39,11 @@
 //!   then a temporary file, within budgets shared by all responses.
 //! - `config`: [`ServeConfig`], the settings and their defaults.
 //! - `observe`: a response body wrapper that records each request.
-//! - `admin`: `/metrics`, `/healthz` and `/readyz` on an address of their own.
+//! - `admin`: `/metrics`, `/healthz`, `/readyz` and the dashboard on an
+//!   address of their own.
 //! - `metrics`: Prometheus counters and histograms, and the pool's state.
+//! - `dashboard`: what the dashboard keeps of the last ten minutes (the
+//!   second's latencies and status classes, the slowest requests).
 //! - `access_log`: one line per request, written by a thread of its own.
 //! - `cgi`: the `$_SERVER` variables, as nginx and php-fpm would set them.
 //! - `guard`: the HTTP/1.1 socket as hyper sees it: strict framing, timeouts.
@@ -59,6 +62,7 @@ mod cgi;
 mod classic;
 mod compress;
 mod config;
+pub mod dashboard;
 mod form;
 mod framing;
 #[cfg(feature = "fuzzing")]

@@ -14,6 +14,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::access_log::AccessLog;
+use crate::dashboard::{Recent, Served};
 
 /// Request latency buckets, in seconds.
 const BUCKETS: [f64; 14] = [
@@ -92,6 +93,8 @@ pub struct Metrics {
     durations: Family<ClassLabels, Histogram, fn() -> Histogram>,
     in_flight: Gauge,
     send_timeouts: Counter,
+    /// The dashboard's record of the last seconds.
+    recent: Arc<Recent>,
 }
 
 impl Metrics {
@@ -132,6 +135,7 @@ impl Metrics {
             durations,
             in_flight,
             send_timeouts,
+            recent: Arc::default(),
         }
     }
 
@@ -158,6 +162,7 @@ impl Metrics {
             ),
             in_flight: Gauge::default(),
             send_timeouts: Counter::default(),
+            recent: Arc::default(),
         }
     }
 
@@ -165,8 +170,25 @@ impl Metrics {
         self.in_flight.inc();
     }
 
-    /// A request ended with `status` after `seconds`.
-    pub(crate) fn end(&self, method: &http::Method, status: u16, seconds: f64) {
+    /// A request for `path` ended with `status` after `took`; it waited
+    /// `waited` for `worker` when it went to one.
+    pub(crate) fn end(
+        &self,
+        method: &http::Method,
+        path: &str,
+        status: u16,
+        took: std::time::Duration,
+        served: Option<Served>,
+    ) {
+        let seconds = took.as_secs_f64();
+        self.recent.record(
+            method,
+            path,
+            status,
+            took,
+            served.map(|s| s.waited),
+            served.map(|s| s.pid),
+        );
         self.in_flight.dec();
         self.requests
             .get_or_create(&RequestLabels {
@@ -185,6 +207,11 @@ impl Metrics {
     /// connection closed).
     pub(crate) fn send_timed_out(&self) {
         self.send_timeouts.inc();
+    }
+
+    /// What the dashboard reads of the last seconds.
+    pub fn recent(&self) -> &Arc<Recent> {
+        &self.recent
     }
 
     /// The metrics in the text format.

@@ -17,6 +17,7 @@ use hyper::body::{Body, Frame, SizeHint};
 
 use crate::access_log::{AccessLog, Entry};
 use crate::cgi::Connection;
+use crate::dashboard::Served;
 use crate::metrics::Metrics;
 
 /// What the HTTP front records about each request.
@@ -34,11 +35,6 @@ impl Observer {
     }
 }
 
-/// The worker that answered, carried from the handler to its [`Record`]
-/// in the response's extensions (only while observing).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct WorkerPid(pub u32);
-
 /// The status recorded for a request whose client went away before the
 /// response was ready (nginx's 499).
 const CLIENT_CLOSED: u16 = 499;
@@ -54,7 +50,7 @@ pub(crate) struct Record {
     uri: Uri,
     version: Version,
     status: Option<u16>,
-    pid: Option<u32>,
+    served: Option<Served>,
     bytes: u64,
 }
 
@@ -72,7 +68,7 @@ impl Record {
             uri: req.uri().clone(),
             version: req.version(),
             status: None,
-            pid: None,
+            served: None,
             bytes: 0,
         }
     }
@@ -82,7 +78,7 @@ impl Record {
     pub fn attach<B>(mut self, response: Response<B>) -> Response<Observed<B>> {
         self.status = Some(response.status().as_u16());
         let (mut parts, body) = response.into_parts();
-        self.pid = parts.extensions.remove::<WorkerPid>().map(|p| p.0);
+        self.served = parts.extensions.remove::<Served>();
         Response::from_parts(
             parts,
             Observed {
@@ -98,7 +94,7 @@ impl Drop for Record {
         let status = self.status.unwrap_or(CLIENT_CLOSED);
         let duration = self.start.elapsed();
         if let Some(metrics) = &self.observer.metrics {
-            metrics.end(&self.method, status, duration.as_secs_f64());
+            metrics.end(&self.method, self.uri.path(), status, duration, self.served);
         }
         if let Some(log) = &self.observer.access_log {
             let (remote_ip, remote_port) = self.conn.remote();
@@ -112,7 +108,7 @@ impl Drop for Record {
                 status,
                 bytes: self.bytes,
                 duration,
-                pid: self.pid,
+                pid: self.served.map(|s| s.pid),
             });
         }
     }

@@ -5,7 +5,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::BytesMut;
 use hearth_pool::{Paths, Pool};
@@ -20,12 +20,13 @@ use tokio::sync::Semaphore;
 use crate::cgi::{self, Connection};
 use crate::classic::{self, ClassicSite};
 use crate::config::ServeConfig;
+use crate::dashboard::Served;
 use crate::framing::Limits;
 use crate::guard::{self, GuardedIo, Timeouts, Tracked};
 use crate::h2::Http2;
 use crate::listener::{Listener, Peer, Socket};
 use crate::mixed::{Decision, MixedSite};
-use crate::observe::{Observed, Record, WorkerPid};
+use crate::observe::{Observed, Record};
 use crate::protocol::{self, Negotiation, Protocol};
 use crate::response::{self, ResponseBody};
 use crate::sendbuf::{self, Budget};
@@ -438,6 +439,7 @@ async fn respond(
     let encode = |buf: &mut BytesMut, id: u32, paths: &Arc<Paths>| {
         app.requests.encode(&request, &conn, paths, buf, id);
     };
+    let asked = Instant::now();
     let mut lease = match pool.dispatch(request.len(), encode).await {
         Ok(lease) => lease,
         Err(e) => return Ok(failure(&e, config)),
@@ -476,7 +478,10 @@ async fn respond(
         }
     };
     if config.observer.is_on() {
-        response.extensions_mut().insert(WorkerPid(pid));
+        response.extensions_mut().insert(Served {
+            pid,
+            waited: asked.elapsed(),
+        });
     }
     Ok(response)
 }

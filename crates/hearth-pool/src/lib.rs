@@ -69,7 +69,7 @@ mod worker;
 pub use config::{Account, Extension, PoolConfig, WorkerUser};
 pub use error::Error;
 pub use lease::Lease;
-pub use observe::{RestartReason, WorkerInfo, WorkerState};
+pub use observe::{PastWorker, RestartReason, WorkerInfo, WorkerState, PAST_WORKERS};
 pub use paths::Paths;
 pub use php::PhpInfo;
 pub use pool::{Pool, PoolStatus};

@@ -7,8 +7,10 @@
 //! costly parts (memory from `/proc`, formatting) run only when someone
 //! asks for a snapshot.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
 
 /// Why a worker was replaced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -66,18 +68,52 @@ impl RestartReason {
     }
 }
 
-/// Restarts counted by reason.
+/// How many replaced workers [`RestartCounts`] remembers.
+pub const PAST_WORKERS: usize = 50;
+
+/// Restarts counted by reason, and the last [`PAST_WORKERS`] workers
+/// replaced (a lock taken only when a worker goes, never per request).
 #[derive(Debug, Default)]
-pub(crate) struct RestartCounts([AtomicU64; 8]);
+pub(crate) struct RestartCounts {
+    counts: [AtomicU64; 8],
+    past: Mutex<VecDeque<PastWorker>>,
+}
 
 impl RestartCounts {
-    pub fn add(&self, reason: RestartReason) {
-        self.0[reason as usize].fetch_add(1, Ordering::Relaxed);
+    /// Counts the replacement of a worker, and remembers it.
+    pub fn add(&self, reason: RestartReason, worker: PastWorker) {
+        self.counts[reason as usize].fetch_add(1, Ordering::Relaxed);
+        let mut past = self.past.lock().unwrap_or_else(|e| e.into_inner());
+        if past.len() == PAST_WORKERS {
+            past.pop_front();
+        }
+        past.push_back(worker);
     }
 
     pub fn snapshot(&self) -> [(RestartReason, u64); 8] {
-        RestartReason::ALL.map(|r| (r, self.0[r as usize].load(Ordering::Relaxed)))
+        RestartReason::ALL.map(|r| (r, self.counts[r as usize].load(Ordering::Relaxed)))
     }
+
+    /// The workers replaced, newest first.
+    pub fn past(&self) -> Vec<PastWorker> {
+        let past = self.past.lock().unwrap_or_else(|e| e.into_inner());
+        past.iter().rev().cloned().collect()
+    }
+}
+
+/// A worker that was replaced, as [`crate::Pool::past_workers`] tells it.
+#[derive(Debug, Clone)]
+pub struct PastWorker {
+    /// The pool slot it filled.
+    pub slot: usize,
+    pub pid: u32,
+    pub reason: RestartReason,
+    /// When it was replaced (or found gone).
+    pub ended: SystemTime,
+    /// Requests it completed.
+    pub requests: u64,
+    /// How long it ran.
+    pub age: Duration,
 }
 
 /// The longest request label kept (method, space, target); longer ones

@@ -197,6 +197,12 @@ impl Pool {
         }
     }
 
+    /// The last [`crate::PAST_WORKERS`] workers replaced, newest first,
+    /// with why.
+    pub fn past_workers(&self) -> Vec<crate::PastWorker> {
+        self.shared.restart_reasons.past()
+    }
+
     /// A snapshot of every worker, booting ones included, in slot order.
     /// Reads each one's memory from `/proc`: for status reports, not for
     /// the request path.

@@ -65,8 +65,8 @@ pub(crate) fn replace(
 ) -> Arc<WorkerShared> {
     let ws = install(pool, slot, next, extra);
     pool.restarts.fetch_add(1, Ordering::Relaxed);
-    pool.restart_reasons
-        .add(old.reason().unwrap_or(RestartReason::Exited));
+    let reason = old.reason().unwrap_or(RestartReason::Exited);
+    pool.restart_reasons.add(reason, old.past(slot, reason));
     retire(pool, old);
     ws
 }

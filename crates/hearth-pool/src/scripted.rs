@@ -447,6 +447,12 @@ async fn after_max_requests_a_worker_is_replaced_without_a_gap() {
         counted.contains(&(RestartReason::MaxRequests, 1)),
         "{counted:?}"
     );
+    let past = pool.restart_reasons.past();
+    assert_eq!(past.len(), 1, "{past:?}");
+    assert_eq!(
+        (past[0].pid, past[0].slot, past[0].reason),
+        (old_ws.pid, 0, RestartReason::MaxRequests)
+    );
 
     let mut lease = send(&pool, "new").await.expect("a worker");
     assert_eq!(lease.pid(), new.pid());

@@ -83,13 +83,12 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                     continue;
                 }
                 shared.restarts.fetch_add(1, Ordering::Relaxed);
-                shared
-                    .restart_reasons
-                    .add(ws.reason().unwrap_or(match ws.retire_mode() {
-                        Retire::Graceful | Retire::Stopping => RestartReason::Exited,
-                        Retire::Terminate => RestartReason::RequestTimeout,
-                        Retire::Now | Retire::No => RestartReason::Crashed,
-                    }));
+                let reason = ws.reason().unwrap_or(match ws.retire_mode() {
+                    Retire::Graceful | Retire::Stopping => RestartReason::Exited,
+                    Retire::Terminate => RestartReason::RequestTimeout,
+                    Retire::Now | Retire::No => RestartReason::Crashed,
+                });
+                shared.restart_reasons.add(reason, ws.past(slot, reason));
                 // A worker that dies right after booting, every time, must
                 // not make this loop spin.
                 if booted.elapsed() < Duration::from_secs(1) && ws.retire_mode() == Retire::No {

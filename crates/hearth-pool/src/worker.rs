@@ -239,6 +239,18 @@ impl WorkerShared {
         RestartReason::from_u8(self.reason.load(Ordering::Acquire).checked_sub(1)?)
     }
 
+    /// The worker as remembered once it has been replaced in `slot`.
+    pub fn past(&self, slot: usize, reason: RestartReason) -> crate::observe::PastWorker {
+        crate::observe::PastWorker {
+            slot,
+            pid: self.pid,
+            reason,
+            ended: std::time::SystemTime::now(),
+            requests: self.served.load(Ordering::Relaxed),
+            age: self.created.elapsed(),
+        }
+    }
+
     /// Asks the supervisor to boot this worker's replacement, then retire
     /// it. True if this call asked (it was not asked already, and the last
     /// attempt has not just failed).

@@ -405,7 +405,7 @@ async fn serve(
         _ => None,
     };
     let http = options.serve_config(tls);
-    let observe = crate::observe::ObserveSetup::from_options(&options);
+    let observe = crate::observe::ObserveSetup::from_options(&options)?;
 
     let crate::listen::Bound {
         listener,

@@ -205,9 +205,8 @@ impl ControlSocket {
 
     /// Answers requests on the socket until the runtime ends; the file
     /// stays until this is dropped.
-    pub fn serve(&self, state: ControlState) -> anyhow::Result<()> {
+    pub fn serve(&self, state: Arc<ControlState>) -> anyhow::Result<()> {
         let listener = UnixListener::from_std(self.listener.try_clone()?)?;
-        let state = Arc::new(state);
         tokio::spawn(async move {
             loop {
                 match listener.accept().await {
@@ -257,6 +256,27 @@ pub trait Controlled: Send + Sync + std::fmt::Debug {
     fn status<'a>(&'a self, state: &'a ControlState) -> Boxed<'a, Value>;
     /// Reloads; the message for the client, or the error.
     fn reload(&self) -> Boxed<'_, Result<String, String>>;
+    /// The job queues, with their counts and dead jobs, for the
+    /// dashboard; none by default.
+    fn queues(&self) -> Boxed<'_, Vec<Value>> {
+        Box::pin(async { Vec::new() })
+    }
+    /// Jobs counts for the dashboard's sample of this second (no I/O).
+    fn jobs_sample(&self) -> Option<Value> {
+        None
+    }
+    /// An operator's action on a queue, from the dashboard.
+    fn queue_action(
+        &self,
+        _action: hearth_http::dashboard::Action,
+    ) -> Boxed<'_, Result<String, hearth_http::dashboard::Refusal>> {
+        Box::pin(async {
+            Err(hearth_http::dashboard::Refusal::new(
+                http::StatusCode::NOT_FOUND,
+                "no such queue",
+            ))
+        })
+    }
 }
 
 /// What the control socket reports on and acts upon.
@@ -282,97 +302,30 @@ async fn connection(stream: UnixStream, state: Arc<ControlState>) {
     let command = serde_json::from_str::<Value>(&line)
         .ok()
         .and_then(|v| v.get("command").and_then(Value::as_str).map(str::to_owned));
-    // systemd hears of a reload (RELOADING=1, then READY=1 when done).
-    let _reloading = (command.as_deref() == Some("reload")).then(crate::systemd::Reloading::begin);
-    let (answer, then_wait) = match (command.as_deref(), &state.engine) {
-        (Some("status"), Engine::Classic(classic)) => (
-            json!({"ok": true, "status": classic.status(&state).await}),
-            false,
-        ),
-        (Some("reload"), Engine::Classic(classic)) => {
-            tracing::info!("reload asked for over the control socket: reloading php-fpm");
-            match classic.reload().await {
-                Ok(message) => (json!({"ok": true, "message": message}), false),
-                Err(e) => (json!({"ok": false, "error": e.to_string()}), false),
-            }
-        }
-        (Some("status"), Engine::Workers(pool)) => {
-            (json!({"ok": true, "status": status(&state, pool)}), false)
-        }
-        (Some("reload"), Engine::Workers(pool)) => {
-            tracing::info!("reload asked for over the control socket: reloading the workers");
-            match reload_workers(pool).await {
-                Ok(paths) => (
-                    json!({
-                        "ok": true,
-                        "message": format!("reloaded: every worker runs {}", paths.script.display()),
-                        "script": paths.script,
-                    }),
-                    false,
-                ),
-                Err(e) => (json!({"ok": false, "error": e}), false),
-            }
-        }
-        (Some("status"), Engine::Mixed(pool, classic)) => {
-            let mut report = status(&state, pool);
-            let (fpm, children, _) = classic.children().await;
-            report["mode"] = json!("mixed");
-            report["root"] = json!(classic.site().real_root());
-            report["classic"] = json!({"pool": fpm, "workers": children});
-            (json!({"ok": true, "status": report}), false)
-        }
-        (Some("reload"), Engine::Mixed(pool, classic)) => {
-            tracing::info!(
-                "reload asked for over the control socket: reloading the workers and php-fpm"
-            );
-            // php-fpm (and the root static files come from) only after the
-            // workers: a release whose worker script cannot boot leaves
-            // the whole site on the old one.
-            let workers = reload_workers(pool).await;
-            let fpm = match &workers {
-                Ok(_) => classic.reload().await.map_err(|e| e.to_string()),
-                Err(_) => Err("php-fpm was not reloaded either".to_owned()),
-            };
-            match (workers, fpm) {
-                (Ok(paths), Ok(message)) => (
-                    json!({
-                        "ok": true,
-                        "message": format!(
-                            "reloaded: every worker runs {}; {}",
-                            paths.script.display(),
-                            message.trim_start_matches("reloaded: ")
-                        ),
-                        "script": paths.script,
-                    }),
-                    false,
-                ),
-                (workers, fpm) => {
-                    let errors: Vec<String> =
-                        [workers.err(), fpm.err()].into_iter().flatten().collect();
-                    (json!({"ok": false, "error": errors.join("; ")}), false)
+    let (answer, then_wait) = match command.as_deref() {
+        Some("status") => (json!({"ok": true, "status": report(&state).await}), false),
+        Some("reload") => match reload(&state).await {
+            Ok(done) => {
+                let mut answer = json!({"ok": true, "message": done.message});
+                if let Some(script) = done.script {
+                    answer["script"] = json!(script);
                 }
+                (answer, false)
             }
-        }
-        (Some("status"), Engine::Other(other)) => (
-            json!({"ok": true, "status": other.status(&state).await}),
-            false,
-        ),
-        (Some("reload"), Engine::Other(other)) => match other.reload().await {
-            Ok(message) => (json!({"ok": true, "message": message}), false),
             Err(e) => (json!({"ok": false, "error": e}), false),
         },
-        (Some("stop"), _) => {
+        Some("stop") => {
             state.stop.notify_one();
             (
                 json!({"ok": true, "message": "shutting down gracefully"}),
                 true,
             )
         }
-        (Some(other), _) => (
+        Some(other) => (
             json!({"ok": false, "error": format!("unknown command {other:?}: expected status, reload or stop")}),
             false,
         ),
-        (None, _) => (
+        None => (
             json!({"ok": false, "error": "expected a JSON line like {\"command\":\"status\"}"}),
             false,
         ),
@@ -385,6 +338,89 @@ async fn connection(stream: UnixStream, state: Arc<ControlState>) {
     // Held open until the process exits: the client reads end of file
     // when the server is gone.
     std::future::pending::<()>().await;
+}
+
+/// The status report `hearth status` prints (and the dashboard shows).
+pub async fn report(state: &ControlState) -> Value {
+    match &state.engine {
+        Engine::Classic(classic) => classic.status(state).await,
+        Engine::Workers(pool) => status(state, pool),
+        Engine::Mixed(pool, classic) => {
+            let mut report = status(state, pool);
+            let (fpm, children, _) = classic.children().await;
+            report["mode"] = json!("mixed");
+            report["root"] = json!(classic.site().real_root());
+            report["classic"] = json!({"pool": fpm, "workers": children});
+            report
+        }
+        Engine::Other(other) => other.status(state).await,
+    }
+}
+
+/// A reload done: the message for the client, and the worker script
+/// every worker now runs (worker mode).
+#[derive(Debug)]
+pub struct Reloaded {
+    pub message: String,
+    pub script: Option<PathBuf>,
+}
+
+/// Reloads what runs the PHP (`hearth reload`, `SIGHUP`, the dashboard);
+/// the error is the message for the client.
+pub async fn reload(state: &ControlState) -> Result<Reloaded, String> {
+    // systemd hears of a reload (RELOADING=1, then READY=1 when done).
+    let _reloading = crate::systemd::Reloading::begin();
+    match &state.engine {
+        Engine::Classic(classic) => {
+            tracing::info!("reload asked for: reloading php-fpm");
+            classic
+                .reload()
+                .await
+                .map(|message| Reloaded {
+                    message,
+                    script: None,
+                })
+                .map_err(|e| e.to_string())
+        }
+        Engine::Workers(pool) => {
+            tracing::info!("reload asked for: reloading the workers");
+            let paths = reload_workers(pool).await?;
+            Ok(Reloaded {
+                message: format!("reloaded: every worker runs {}", paths.script.display()),
+                script: Some(paths.script.clone()),
+            })
+        }
+        Engine::Mixed(pool, classic) => {
+            tracing::info!("reload asked for: reloading the workers and php-fpm");
+            // php-fpm (and the root static files come from) only after the
+            // workers: a release whose worker script cannot boot leaves
+            // the whole site on the old one.
+            let workers = reload_workers(pool).await;
+            let fpm = match &workers {
+                Ok(_) => classic.reload().await.map_err(|e| e.to_string()),
+                Err(_) => Err("php-fpm was not reloaded either".to_owned()),
+            };
+            match (workers, fpm) {
+                (Ok(paths), Ok(message)) => Ok(Reloaded {
+                    message: format!(
+                        "reloaded: every worker runs {}; {}",
+                        paths.script.display(),
+                        message.trim_start_matches("reloaded: ")
+                    ),
+                    script: Some(paths.script.clone()),
+                }),
+                (workers, fpm) => {
+                    let errors: Vec<String> =
+                        [workers.err(), fpm.err()].into_iter().flatten().collect();
+                    Err(errors.join("; "))
+                }
+            }
+        }
+        Engine::Other(other) => other.reload().await.map(|message| Reloaded {
+            message,
+            script: None,
+        }),
+    }
 }
 
 /// Reloads the workers; the error is the message for the client (and
@@ -451,5 +487,23 @@ pub fn status(state: &ControlState, pool: &Pool) -> Value {
             "restarts_by_reason": reasons,
         },
         "workers": workers,
+        "past_workers": past_workers(pool),
     })
+}
+
+/// The workers replaced lately, newest first, with why.
+pub fn past_workers(pool: &Pool) -> Value {
+    pool.past_workers()
+        .into_iter()
+        .map(|w| {
+            json!({
+                "slot": w.slot,
+                "pid": w.pid,
+                "reason": w.reason.as_str(),
+                "ended": hearth_http::dashboard::unix(w.ended),
+                "requests": w.requests,
+                "age": w.age.as_secs_f64(),
+            })
+        })
+        .collect()
 }

@@ -14,6 +14,7 @@ mod assets;
 mod classic;
 mod control;
 mod ctl;
+mod dashboard;
 mod listen;
 #[cfg(test)]
 mod man;

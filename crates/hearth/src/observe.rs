@@ -1,6 +1,6 @@
 //! `hearth serve`'s observability options resolved, and started: the
-//! control socket, the admin listener (`/metrics`, `/healthz`,
-//! `/readyz`) and the access log.
+//! control socket, the admin listener (the dashboard, `/metrics`,
+//! `/healthz`, `/readyz`) and the access log.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -22,23 +22,37 @@ pub struct ObserveSetup {
     /// The control socket's path; none: the default for the address.
     pub control_socket: Option<PathBuf>,
     pub admin: Option<SocketAddr>,
+    /// The token the dashboard's actions need.
+    pub admin_token: Option<hearth_http::admin::AdminToken>,
     pub access_log: Option<AccessLogFormat>,
     /// Where the access log goes; none: standard output.
     pub access_log_file: Option<PathBuf>,
 }
 
 impl ObserveSetup {
-    pub fn from_options(options: &ServeOptions) -> ObserveSetup {
-        ObserveSetup {
+    /// The setup the options ask for; fails on an unreadable or too short
+    /// admin token, and on an admin address other networks reach without
+    /// one.
+    pub fn from_options(options: &ServeOptions) -> anyhow::Result<ObserveSetup> {
+        let admin = options.admin.map(|a| a.0);
+        let admin_token = crate::dashboard::token(
+            options.admin_token.as_deref(),
+            options.admin_token_file.as_deref(),
+        )?;
+        if let Some(addr) = admin {
+            crate::dashboard::check_address(addr, admin_token.as_ref())?;
+        }
+        Ok(ObserveSetup {
             control_socket: options.control_socket.clone(),
-            admin: options.admin.map(|a| a.0),
+            admin,
+            admin_token,
             access_log: match options.access_log {
                 AccessLogChoice::Off => None,
                 AccessLogChoice::Common => Some(AccessLogFormat::Common),
                 AccessLogChoice::Json => Some(AccessLogFormat::Json),
             },
             access_log_file: options.access_log_file.clone(),
-        }
+        })
     }
 }
 
@@ -83,13 +97,14 @@ pub async fn start(
         Engine::Classic(classic) => classic.clone(),
         Engine::Other(_) => anyhow::bail!("hearth serve runs workers or php-fpm"),
     };
-    control.serve(ControlState {
+    let state = Arc::new(ControlState {
         engine,
         listen: Some(listen),
         started: Instant::now(),
         stop: stop.clone(),
         stopping: stopping.clone(),
-    })?;
+    });
+    control.serve(state.clone())?;
     tracing::info!("control socket at {}", control.path().display());
     let access_log = match setup.access_log {
         Some(format) => Some(
@@ -119,9 +134,19 @@ pub async fn start(
                 pool: pool.clone(),
                 metrics,
                 stopping: stopping.clone(),
+                dashboard: crate::dashboard::Panel::new(state),
+                token: setup.admin_token.clone(),
             },
         ));
-        tracing::info!("admin endpoints (/metrics, /healthz, /readyz) at http://{bound}");
+        tracing::info!(
+            "admin endpoints at http://{bound}/: the dashboard, /metrics, /healthz, /readyz; \
+             dashboard actions {}",
+            if setup.admin_token.is_some() {
+                "need the admin token"
+            } else {
+                "off (no admin token)"
+            }
+        );
     }
     Ok(Observing {
         observer,

@@ -51,7 +51,7 @@ struct MixedSetup {
 }
 
 fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
-    let observe = crate::observe::ObserveSetup::from_options(&options);
+    let observe = crate::observe::ObserveSetup::from_options(&options)?;
     let (script, demo) = match &options.script {
         Some(script) => (script.clone(), false),
         None => (assets::extract_demo()?, true),

@@ -60,6 +60,7 @@ pub fn run(options: WorkOptions) -> anyhow::Result<()> {
         let (stop_tx, mut stop) = mpsc::unbounded_channel();
         let (reload_tx, mut reload) = mpsc::unbounded_channel();
         listen_for_signals(stop_tx.clone(), reload_tx)?;
+        let admin = observe::admin_setup(&options)?;
         // Removed from disk when dropped, at the end.
         let control = observe::bind_control(options.control_socket.as_deref())?;
         // Bound before the workers start, as the control socket: a second
@@ -110,13 +111,7 @@ pub fn run(options: WorkOptions) -> anyhow::Result<()> {
             config.counters.clone(),
             executor.clone(),
         );
-        observe::start(
-            &observed,
-            control.as_ref(),
-            options.admin.map(|a| a.0),
-            stop_tx,
-        )
-        .await?;
+        observe::start(&observed, control.as_ref(), admin, stop_tx).await?;
         let kind = if executor.pool().is_some() {
             "shell tasks and PHP jobs"
         } else {

@@ -207,7 +207,8 @@
     const qs = d.queues || [];
     const work = $('work');
     work.hidden = !(w || c || qs.length || d.command === 'work');
-    // For hearth work, its jobs come before the (HTTP) traffic.
+    // hearth work serves no HTTP: its jobs take the traffic's place.
+    $('traffic').hidden = d.command === 'work';
     if (!work.hidden && work.nextElementSibling !== $('traffic')) $('traffic').before(work);
     $('work-figures').hidden = $('work-figures').previousElementSibling.hidden = !w;
     if (w) cards($('work-figures'), kv(Object.fromEntries(Object.entries(w).filter(([k]) => k !== 'queue_stats'))));

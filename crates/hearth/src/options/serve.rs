@@ -228,10 +228,18 @@ pub struct ServeOptions {
     /// /tmp/hearth-UID/ADDR.sock]
     #[arg(long, value_name = "PATH")]
     pub control_socket: Option<PathBuf>,
-    /// Serve /metrics, /healthz and /readyz on this address, never on the public
-    /// port [default: off]
+    /// Serve the dashboard, /metrics, /healthz and /readyz on this address, never
+    /// on the public port; an address other networks reach needs an admin token
+    /// [default: off]
     #[arg(long, value_name = "IP:PORT")]
     pub admin: Option<Address>,
+    /// File holding the admin token: the dashboard's actions (reload, retry,
+    /// delete or purge jobs) need it [default: actions off]
+    #[arg(long, value_name = "PATH")]
+    pub admin_token_file: Option<PathBuf>,
+    /// The admin token itself (in the file only, never on a command line)
+    #[arg(skip)]
+    pub admin_token: Option<String>,
     /// Access log: off, common or json
     #[arg(long, value_name = "FORMAT")]
     pub access_log: AccessLogChoice,
@@ -305,6 +313,8 @@ impl Default for ServeOptions {
             pipelining: true,
             control_socket: None,
             admin: None,
+            admin_token_file: None,
+            admin_token: None,
             access_log: AccessLogChoice::Off,
             access_log_file: None,
         }
@@ -327,6 +337,7 @@ impl Section for ServeOptions {
             ("php_fpm", &mut self.php_fpm),
             ("control_socket", &mut self.control_socket),
             ("access_log_file", &mut self.access_log_file),
+            ("admin_token_file", &mut self.admin_token_file),
         ]
     }
 

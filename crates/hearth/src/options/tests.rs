@@ -177,6 +177,7 @@ fn paths_in_the_file_are_relative_to_it() {
         &config,
         "[serve]\nscript = \"app/worker.php\"\ntls_cert = \"certs/site.pem\"\ntls_key = \"/k/site.key\"\n\
          root = \"public\"\ncontrol_socket = \"run/hearth.sock\"\naccess_log_file = \"log/access.log\"\n\
+         admin_token_file = \"secrets/admin\"\nadmin_token = \"in-the-file-0123456789\"\n\
          php = \"php-cgi8.2\"\nlisten = \"unix:run/http.sock\"\n[run]\nphp_bootstrap = \"app/bootstrap.php\"\n",
     )
     .unwrap();
@@ -199,6 +200,8 @@ fn paths_in_the_file_are_relative_to_it() {
     );
     assert_eq!(o.control_socket, at("run/hearth.sock"));
     assert_eq!(o.access_log_file, at("log/access.log"));
+    assert_eq!(o.admin_token_file, at("secrets/admin"));
+    assert_eq!(o.admin_token.as_deref(), Some("in-the-file-0123456789"));
     assert_eq!(
         o.listen,
         crate::options::values::Listen::Unix(dir.path().join("run/http.sock"))
@@ -484,7 +487,7 @@ fn work_refuses_what_cannot_work_naming_where_it_came_from() {
         (&["-q", "file:x.db", "-j", "0"][..], None, "--jobs: must be at least 1"),
         (&["-q", "file:x.db", "--ttl", "1h"][..], None, "--ttl: needs --php-bootstrap"),
         (&["-q", "file:x.db", "--php", "php8.2"][..], None, "--php: needs --php-bootstrap"),
-        (&["-q", "file:x.db"][..], Some("[work]\nretries = 3\n"), "/etc/app/hearth.toml: [work] retries: unknown key, expected one of `queue`, `listen`, `listen_mode`, `max_callers`, `jobs`, `timeout`, `kill_after`, `max_output`, `grace_period`, `visibility_timeout`, `php_bootstrap`, `php`, `ini`, `boot_timeout`, `max_jobs`, `max_memory`, `ttl`, `control_socket`, `admin` (line 2)"),
+        (&["-q", "file:x.db"][..], Some("[work]\nretries = 3\n"), "/etc/app/hearth.toml: [work] retries: unknown key, expected one of `queue`, `listen`, `listen_mode`, `max_callers`, `jobs`, `timeout`, `kill_after`, `max_output`, `grace_period`, `visibility_timeout`, `php_bootstrap`, `php`, `ini`, `boot_timeout`, `max_jobs`, `max_memory`, `ttl`, `control_socket`, `admin`, `admin_token_file`, `admin_token` (line 2)"),
     ] {
         assert_eq!(refused(work(args, file)), expected, "{args:?} {file:?}");
     }

@@ -116,9 +116,19 @@ pub struct WorkOptions {
     #[arg(long, value_name = "PATH")]
     pub control_socket: Option<PathBuf>,
 
-    /// Serve /metrics, /healthz and /readyz on this address [default: off]
+    /// Serve the dashboard, /metrics, /healthz and /readyz on this address; an
+    /// address other networks reach needs an admin token [default: off]
     #[arg(long, value_name = "IP:PORT")]
     pub admin: Option<Address>,
+
+    /// File holding the admin token: the dashboard's actions (reload, retry,
+    /// delete or purge jobs) need it [default: actions off]
+    #[arg(long, value_name = "PATH")]
+    pub admin_token_file: Option<PathBuf>,
+
+    /// The admin token itself (in the file only, never on a command line)
+    #[arg(skip)]
+    pub admin_token: Option<String>,
 }
 
 impl Default for WorkOptions {
@@ -149,6 +159,8 @@ impl Default for WorkOptions {
             ttl: None,
             control_socket: None,
             admin: None,
+            admin_token_file: None,
+            admin_token: None,
         }
     }
 }
@@ -167,6 +179,7 @@ impl Section for WorkOptions {
         vec![
             ("php_bootstrap", &mut self.php_bootstrap),
             ("control_socket", &mut self.control_socket),
+            ("admin_token_file", &mut self.admin_token_file),
         ]
     }
 

@@ -8,11 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use hearth_http::admin::AdminToken;
+use hearth_http::dashboard::{Action, Refusal};
 use hearth_http::{encode_counter, encode_gauge, Metrics, PoolReport, PoolSnapshot};
-use hearth_queue::{Queue, Stats};
+use hearth_queue::{JobId, Part, Queue, Stats};
 use hearth_run::calls::{CallCounters, CallEnd, CallObserver, CallSummary};
 use hearth_run::work::{JobEnd, JobObserver, WorkCounters};
 use hearth_run::Executor;
+use http::StatusCode;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -27,8 +30,10 @@ use crate::control::{Boxed, ControlSocket, ControlState, Controlled, Engine};
 
 /// How long a status report waits for the queue's counts.
 const STATS_WAIT: Duration = Duration::from_secs(2);
-/// How often `/metrics`' copy of the queue's counts is read again.
-const STATS_EVERY: Duration = Duration::from_secs(2);
+/// How often the copy of the queue's counts that `/metrics` and the
+/// dashboard's samples read is read again: each second, so that the
+/// dashboard's throughput chart moves every second.
+const STATS_EVERY: Duration = Duration::from_secs(1);
 
 /// Job run times, in seconds: from a millisecond to ten minutes.
 const BUCKETS: [f64; 16] = [
@@ -189,6 +194,32 @@ impl Controlled for Observed {
         })
     }
 
+    fn queues(&self) -> Boxed<'_, Vec<Value>> {
+        Box::pin(async move {
+            match &self.queue {
+                Some((queue, _)) => vec![self.queue_json(queue).await],
+                None => Vec::new(),
+            }
+        })
+    }
+
+    fn jobs_sample(&self) -> Option<Value> {
+        self.queue.as_ref()?;
+        let done = self.counters.summary();
+        let stats = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        let stats = stats.as_ref();
+        Some(json!({
+            "done": stats.map_or(done.done, |s| s.done),
+            "failed": stats.map_or(done.failed, |s| s.failed),
+            "ready": stats.map(|s| s.ready),
+            "oldest_ready_age": stats.and_then(|s| s.oldest_ready_age).map(|d| d.as_secs_f64()),
+        }))
+    }
+
+    fn queue_action(&self, action: Action) -> Boxed<'_, Result<String, Refusal>> {
+        Box::pin(self.queue_act(action))
+    }
+
     fn reload(&self) -> Boxed<'_, Result<String, String>> {
         Box::pin(async move {
             let Some(pool) = self.executor.pool() else {
@@ -212,6 +243,99 @@ impl Controlled for Observed {
                 }
             }
         })
+    }
+}
+
+/// Dead jobs the dashboard lists.
+const DEAD_SHOWN: usize = 50;
+/// The longest error of a dead job the dashboard shows, in bytes.
+const ERROR_SHOWN: usize = 2000;
+
+impl Observed {
+    /// The queue's counts and its oldest dead jobs, for the dashboard.
+    async fn queue_json(&self, queue: &Queue) -> Value {
+        let (stats, dead) = tokio::join!(
+            tokio::time::timeout(STATS_WAIT, queue.stats()),
+            tokio::time::timeout(STATS_WAIT, queue.peek(Part::Dead, DEAD_SHOWN)),
+        );
+        let stats = match stats {
+            Ok(Ok(stats)) => Observed::stats_json(&stats),
+            Ok(Err(e)) => json!({"error": e.to_string()}),
+            Err(_) => json!({"error": format!("no answer within {STATS_WAIT:?}")}),
+        };
+        let dead = match dead {
+            Ok(Ok(jobs)) => jobs
+                .iter()
+                .map(|job| {
+                    let error = job.last_error.as_deref().map(|e| {
+                        let end = (0..=ERROR_SHOWN.min(e.len()))
+                            .rev()
+                            .find(|&i| e.is_char_boundary(i))
+                            .unwrap_or(0);
+                        &e[..end]
+                    });
+                    json!({
+                        "id": job.id.0,
+                        "attempts": job.attempts,
+                        "max_attempts": job.max_attempts,
+                        "enqueued": hearth_http::dashboard::unix(job.enqueued_at),
+                        "reason": job.dead_reason.map(|r| r.as_str()),
+                        "error": error,
+                        "payload_bytes": job.payload.len(),
+                    })
+                })
+                .collect(),
+            Ok(Err(e)) => json!({"error": e.to_string()}),
+            Err(_) => json!({"error": format!("no answer within {STATS_WAIT:?}")}),
+        };
+        json!({"url": self.shown, "stats": stats, "dead": dead})
+    }
+
+    /// Does a dashboard action on the queue.
+    async fn queue_act(&self, action: Action) -> Result<String, Refusal> {
+        let no_queue = || Refusal::new(StatusCode::NOT_FOUND, "no such queue");
+        let (queue, _) = self.queue.as_ref().ok_or_else(no_queue)?;
+        let failed = |e: hearth_queue::Error| {
+            Refusal::new(StatusCode::BAD_GATEWAY, format!("the queue failed: {e}"))
+        };
+        match action {
+            Action::Retry { queue: 0, id } => {
+                if queue.retry_dead(JobId(id)).await.map_err(failed)? {
+                    tracing::info!(job = id, "dead job put back from the dashboard");
+                    Ok(format!("job {id} is ready again"))
+                } else {
+                    Err(Refusal::new(
+                        StatusCode::NOT_FOUND,
+                        format!("no dead job {id}"),
+                    ))
+                }
+            }
+            Action::Delete { queue: 0, id } => {
+                if queue.delete_dead(JobId(id)).await.map_err(failed)? {
+                    tracing::info!(job = id, "dead job deleted from the dashboard");
+                    Ok(format!("dead job {id} deleted"))
+                } else {
+                    Err(Refusal::new(
+                        StatusCode::NOT_FOUND,
+                        format!("no dead job {id}"),
+                    ))
+                }
+            }
+            Action::Purge { queue: 0, part } => {
+                let which = match part {
+                    "ready" => Part::Ready,
+                    "delayed" => Part::Delayed,
+                    _ => Part::Dead,
+                };
+                let n = queue.purge(which).await.map_err(failed)?;
+                tracing::info!(part, jobs = n, "queue purged from the dashboard");
+                Ok(format!("{n} {part} jobs removed"))
+            }
+            Action::Reload
+            | Action::Retry { .. }
+            | Action::Delete { .. }
+            | Action::Purge { .. } => Err(no_queue()),
+        }
     }
 }
 
@@ -382,23 +506,41 @@ pub fn bind_control(path: Option<&std::path::Path>) -> anyhow::Result<Option<Con
     path.map(ControlSocket::bind).transpose()
 }
 
+/// The admin listener's address and token, when `--admin` is given;
+/// fails on an unreadable or too short token, and on an address other
+/// networks reach without one.
+pub fn admin_setup(
+    options: &crate::options::WorkOptions,
+) -> anyhow::Result<Option<(std::net::SocketAddr, Option<AdminToken>)>> {
+    let token = crate::dashboard::token(
+        options.admin_token.as_deref(),
+        options.admin_token_file.as_deref(),
+    )?;
+    let Some(addr) = options.admin.map(|a| a.0) else {
+        return Ok(None);
+    };
+    crate::dashboard::check_address(addr, token.as_ref())?;
+    Ok(Some((addr, token)))
+}
+
 /// Starts the control socket's server and the admin listener, as asked
 /// for; a `hearth stop` becomes a stop request to the loop.
 pub async fn start(
     observed: &Arc<Observed>,
     control: Option<&ControlSocket>,
-    admin: Option<std::net::SocketAddr>,
+    admin: Option<(std::net::SocketAddr, Option<AdminToken>)>,
     stop: mpsc::UnboundedSender<String>,
 ) -> anyhow::Result<()> {
+    let notify = Arc::new(Notify::new());
+    let state = Arc::new(ControlState {
+        engine: Engine::Other(observed.clone()),
+        listen: None,
+        started: Instant::now(),
+        stop: notify.clone(),
+        stopping: Arc::new(AtomicBool::new(false)),
+    });
     if let Some(control) = control {
-        let notify = Arc::new(Notify::new());
-        control.serve(ControlState {
-            engine: Engine::Other(observed.clone()),
-            listen: None,
-            started: Instant::now(),
-            stop: notify.clone(),
-            stopping: Arc::new(AtomicBool::new(false)),
-        })?;
+        control.serve(state.clone())?;
         tokio::spawn(async move {
             loop {
                 notify.notified().await;
@@ -409,7 +551,7 @@ pub async fn start(
         });
         tracing::info!("control socket at {}", control.path().display());
     }
-    if let Some(addr) = admin {
+    if let Some((addr, token)) = admin {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("cannot listen on {addr} (--admin)"))?;
@@ -428,6 +570,8 @@ pub async fn start(
                 pool: observed.clone(),
                 metrics,
                 stopping: Arc::new(AtomicBool::new(false)),
+                dashboard: crate::dashboard::Panel::new(state),
+                token: token.clone(),
             },
         ));
         let reader = observed.clone();
@@ -447,7 +591,15 @@ pub async fn start(
                 tokio::time::sleep(STATS_EVERY).await;
             }
         });
-        tracing::info!("admin endpoints (/metrics, /healthz, /readyz) at http://{bound}");
+        tracing::info!(
+            "admin endpoints at http://{bound}/: the dashboard, /metrics, /healthz, /readyz; \
+             dashboard actions {}",
+            if token.is_some() {
+                "need the admin token"
+            } else {
+                "off (no admin token)"
+            }
+        );
     }
     Ok(())
 }
