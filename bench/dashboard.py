@@ -16,18 +16,24 @@ medians and the ratios to "closed".
 
 from __future__ import annotations
 
-import argparse
-import http.client
-import importlib.util
-import json
 import os
-import shutil
-import statistics
 import sys
-import tempfile
-import threading
-import time
-from pathlib import Path
+
+# bench/http.py sits beside this file, and Python puts this directory first
+# on the import path: without this, `import http.client` would find it.
+if sys.path and os.path.realpath(sys.path[0]) == os.path.dirname(os.path.realpath(__file__)):
+    del sys.path[0]
+
+import argparse  # noqa: E402
+import http.client  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import shutil  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 _spec = importlib.util.spec_from_file_location("bench_http", BENCH / "http.py")
@@ -46,7 +52,7 @@ class Viewer(threading.Thread):
         self.port = port
         self.stop = threading.Event()
         self.polls = 0
-        self.bytes = 0
+        self.sizes: list[int] = []
         self.seconds: list[float] = []
         self.failures = 0
 
@@ -59,10 +65,10 @@ class Viewer(threading.Thread):
             body = response.read()
             if response.status != 200:
                 self.failures += 1
-            if path.startswith("/api/status"):
+            if path.startswith("/api/status?"):
                 self.seconds.append(time.perf_counter() - started)
+                self.sizes.append(len(body))
                 self.polls += 1
-            self.bytes += len(body)
             return body
         finally:
             conn.close()
@@ -155,14 +161,14 @@ def main() -> int:
                      f"{p99(case):.2f} | {failed} |")
     polls = sum(v.polls for v in viewers)
     seconds = [s for v in viewers for s in v.seconds]
+    sizes = [n for v in viewers for n in v.sizes]
     failures = sum(v.failures for v in viewers)
     failed_total += failures
     lines += [
         "",
-        f"While open: {polls} status answers in {args.rounds} rounds, "
-        f"{sum(v.bytes for v in viewers) / max(polls, 1) / 1024:.1f} KiB each on average "
-        f"(the first of each round carries the whole history), answered in "
-        f"{statistics.median(seconds) * 1000:.1f} ms (median) under load, {failures} failed.",
+        f"While open: {polls} status answers after the first of each round (which carries the "
+        f"whole history), {statistics.median(sizes) / 1024:.1f} KiB each (median), answered in "
+        f"{statistics.median(seconds) * 1000:.1f} ms (median) under load; {failures} failed.",
         "",
     ]
     report = "\n".join(lines)

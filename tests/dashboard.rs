@@ -525,7 +525,8 @@ fn a_browser_shows_the_workers_and_the_traffic_under_load() {
         "requests per second on the chart",
         Duration::from_secs(20),
         "const f = document.querySelector('#chart-rps'); \
-         return f && Number(f.dataset.latest) > 0 && f.querySelectorAll('svg path').length > 0;",
+         return f && Number(f.dataset.latest) > 0 && [...f.querySelectorAll('svg path')] \
+         .some(p => (p.getAttribute('d') || '').length > 0);",
     );
     let shown = browser.wait_for(
         "the worker table",
@@ -583,7 +584,8 @@ fn a_browser_shows_the_workers_and_the_traffic_under_load() {
         let drawn = browser.run(
             &format!(
                 "const f = document.querySelector('{chart}'); \
-                 return f ? f.querySelectorAll('svg path, svg rect').length : -1;"
+                 return f ? [...f.querySelectorAll('svg path')] \
+                 .filter(p => (p.getAttribute('d') || '').length > 0).length : -1;"
             ),
             &[],
         );
@@ -607,6 +609,25 @@ fn a_browser_shows_the_workers_and_the_traffic_under_load() {
     let png = browser.screenshot();
     let colours = browser::check_not_blank(&png, 1000);
     save_screenshot("dashboard-serve.png", &png);
+    // On a phone: nothing wider than the screen but the tables and charts'
+    // own scrolling boxes.
+    browser.resize(375, 812);
+    let overflow = browser.wait_for(
+        "the page at a phone's width",
+        Duration::from_secs(10),
+        "return window.innerWidth <= 400 ? [document.documentElement.scrollWidth, window.innerWidth] : null;",
+    );
+    assert!(
+        overflow[0].as_u64() <= overflow[1].as_u64(),
+        "the page scrolls sideways on a phone: {overflow}"
+    );
+    // Every control can be reached with the keyboard.
+    let unreachable = browser.run(
+        "return [...document.querySelectorAll('button, input, a[href]')]\
+         .filter(e => e.offsetParent !== null && e.tabIndex < 0).map(e => e.outerHTML);",
+        &[],
+    );
+    assert_eq!(unreachable, json!([]), "controls out of the tab order");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for l in load {
         assert!(l.join().unwrap() > 0);
@@ -712,4 +733,71 @@ fn a_browser_retries_a_dead_job() {
     let png = browser.screenshot();
     browser::check_not_blank(&png, 1000);
     save_screenshot("dashboard-work.png", &png);
+}
+
+/// Classic mode in a real browser: php-fpm's children in the worker table,
+/// as `hearth status` lists them, and php-fpm's state.
+#[test]
+fn a_browser_shows_classic_modes_php_fpm() {
+    let dir = support::reachable_tempdir();
+    let root = dir.path().join("site");
+    std::fs::create_dir(&root).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::write(root.join("index.php"), "<?php echo 'classic';\n").unwrap();
+    let socket = dir.path().join("control.sock");
+    let mut args: Vec<String> = [
+        "serve",
+        "--root",
+        &root.to_string_lossy(),
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--admin",
+        "127.0.0.1:0",
+        "--control-socket",
+        &socket.to_string_lossy(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(support::as_root());
+    let server = Server::spawn_args(&args);
+    let admin = support::admin_addr(&server);
+    support::eventually(Duration::from_secs(30), "php-fpm answering", || {
+        let r = get(server.addr, "/index.php");
+        (r.status == 200 && r.text() == "classic").then_some(())
+    });
+    for _ in 0..20 {
+        assert_eq!(get(server.addr, "/index.php?x=1").status, 200);
+    }
+    let status = support::status_json(&socket);
+    assert_eq!(status["mode"], "classic");
+    let browser = browser::Browser::start(1280, 1600);
+    browser.open(&format!("http://{admin}/"));
+    let shown = browser.wait_for(
+        "php-fpm's children in the worker table",
+        Duration::from_secs(20),
+        "const rows = [...document.querySelectorAll('#workers tbody tr[data-pid]')]; \
+         return rows.length ? rows.map(r => Number(r.dataset.pid)).sort((a, b) => a - b) : null;",
+    );
+    assert_eq!(shown, json!(pids(&status["workers"])));
+    let classic = browser.wait_for(
+        "the classic section",
+        Duration::from_secs(10),
+        "const s = document.querySelector('#classic'); return s && !s.hidden && s.textContent;",
+    );
+    assert!(classic.as_str().unwrap().contains("running"), "{classic}");
+    browser.wait_for(
+        "the requests on the chart",
+        Duration::from_secs(20),
+        "return [...document.querySelectorAll('#chart-classes svg path')] \
+         .some(p => (p.getAttribute('d') || '').length > 0);",
+    );
+    let png = browser.screenshot();
+    browser::check_not_blank(&png, 1000);
+    save_screenshot("dashboard-classic.png", &png);
 }

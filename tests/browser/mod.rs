@@ -171,6 +171,16 @@ impl Browser {
         );
     }
 
+    /// Resizes the window (a phone's width, say).
+    pub fn resize(&self, width: u32, height: u32) {
+        call(
+            self.addr,
+            "POST",
+            &self.path("/window/rect"),
+            Some(&json!({"width": width, "height": height})),
+        );
+    }
+
     /// Accepts the `confirm()` dialog the page shows.
     pub fn accept_dialog(&self) {
         call(
