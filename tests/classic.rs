@@ -836,14 +836,7 @@ fn with_php_fpm_from(bin: &tempfile::TempDir, root: &Path, extra: &[&str]) -> Se
 }
 
 fn admin_get(server: &Server, path: &str) -> Response {
-    let log = server.log();
-    let addr: std::net::SocketAddr = log
-        .split("/readyz) at http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no admin address in the log:\n{log}"));
-    Req::new("GET", path).send(addr)
+    Req::new("GET", path).send(support::admin_addr(server))
 }
 
 /// `--admin` in classic mode: `/metrics` with php-fpm's children and the
@@ -858,7 +851,6 @@ fn admin_endpoints_follow_php_fpm() {
         site.path(),
         &["--workers", "2", "--admin", "127.0.0.1:0"],
     );
-    server.wait_for_log("/readyz) at http://", Duration::from_secs(10));
     assert_eq!(admin_get(&server, "/healthz").status, 200);
     support::eventually(Duration::from_secs(10), "ready", || {
         (admin_get(&server, "/readyz").status == 200).then_some(())
