@@ -367,7 +367,7 @@ fn run_reads_its_options_from_the_config_file() {
     let config = dir.path().join("hearth.toml");
     std::fs::write(
         &config,
-        "[serve]\nworkers = 2\n\n[run]\ntimeout = \"300ms\"\nkill_after = \"100ms\"\nretries = 1\n",
+        "[serve]\nworkers = 2\n\n[run]\ntimeout = \"300ms\"\nkill_after = \"100ms\"\nretries = 2\n",
     )
     .unwrap();
     let config = config.to_str().unwrap();
@@ -378,11 +378,14 @@ fn run_reads_its_options_from_the_config_file() {
     let ran = run(&["--config", config], &tasks);
     let r = ran.by_id();
     assert_eq!(r["slow"]["timed_out"], true, "{}", ran.stderr);
-    assert_eq!(r["slow"]["attempts"], 2, "retries = 1");
+    assert_eq!(
+        r["slow"]["attempts"], 2,
+        "retries = 2: two attempts in all, as GNU parallel"
+    );
     assert_eq!(r["fails"]["attempts"], 2);
     assert_eq!(ran.code, Some(2));
 
-    let ran = run(&["-c", config, "--retries", "0"], &tasks);
+    let ran = run(&["-c", config, "--retries", "1"], &tasks);
     let r = ran.by_id();
     assert_eq!(r["fails"]["attempts"], 1, "the flag wins: {}", ran.stderr);
     assert_eq!(r["slow"]["timed_out"], true);
@@ -425,8 +428,9 @@ fn retries_run_a_failed_task_again() {
         "n=$(cat {c} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {c}; echo attempt $n; [ $n -ge 3 ]",
         c = counter.display()
     );
+    // Three attempts in all, as GNU parallel's --retries 3.
     let ran = run(
-        &["--retries", "2"],
+        &["--retries", "3"],
         &lines(&[
             json!({"id": "flaky", "cmd": flaky}),
             json!({"id": "broken", "cmd": "echo no; exit 4"}),
@@ -602,7 +606,7 @@ fn exit_statuses_are_gnu_parallels() {
         &["--bogus"][..],
         &["--halt", "later"],
         &["--timeout", "soon"],
-        &["--jobs", "0"],
+        &["--jobs", "some"],
         &["--resume"],
         &["/nonexistent/tasks.jsonl"],
     ] {
@@ -624,14 +628,22 @@ fn exit_statuses_are_gnu_parallels() {
 
 #[test]
 fn lines_mode_runs_a_command_per_line() {
-    let ran = run(&["--keep-order", "--", "printf", "<%s>"], "a b\nc'd\n\n");
+    // A blank line is a task with an empty argument, as in GNU parallel;
+    // -q keeps `<` and `>` from being redirections.
+    let ran = run(
+        &["--json", "--keep-order", "-q", "--", "printf", "<%s>"],
+        "a b\nc'd\n\n",
+    );
     let out: Vec<&str> = ran
         .results
         .iter()
         .map(|r| r["stdout"].as_str().unwrap())
         .collect();
-    assert_eq!(out, vec!["<a b>", "<c'd>"]);
-    let ran = run(&["--lines", "--keep-order"], "echo 1\necho 2 | tr 2 3\n");
+    assert_eq!(out, vec!["<a b>", "<c'd>", "<>"]);
+    let ran = run(
+        &["--json", "--lines", "--keep-order"],
+        "echo 1\necho 2 | tr 2 3\n",
+    );
     let out: Vec<&str> = ran
         .results
         .iter()
@@ -686,10 +698,10 @@ fn joblog_and_resume_after_the_runner_is_killed() {
 
     let resumed = run_in(
         None,
-        &args[1..]
-            .iter()
-            .copied()
-            .chain(["--resume"])
+        // Options go before the FILE, as in GNU parallel.
+        &["--resume"]
+            .into_iter()
+            .chain(args[1..].iter().copied())
             .collect::<Vec<_>>(),
         "",
     );

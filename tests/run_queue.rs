@@ -352,7 +352,7 @@ fn lines_keep_order_timeout_and_retries_carry_over() {
     let url = engine.url();
     let ran = run(
         dir.path(),
-        &["--queue", &url, "-k", "--", "sh", "-c", "sleep $0; echo $0"],
+        &["--queue", &url, "-k", "-q", "--", "sh", "-c", "sleep $0; echo $0"],
         "0.3\n0\n0.1\n",
     );
     assert_eq!(ran.code, Some(0), "{}", ran.stderr);
@@ -365,7 +365,7 @@ fn lines_keep_order_timeout_and_retries_carry_over() {
     let slow = json!({"id": "slow", "cmd": "sleep 30"});
     let ran = run(
         dir.path(),
-        &["--queue", &url, "--retries", "1", "--timeout", "300ms"],
+        &["--queue", &url, "--retries", "2", "--timeout", "300ms"],
         &lines(&[flaky, slow]),
     );
     assert_eq!(ran.code, Some(1), "{}", ran.stderr);
@@ -579,7 +579,7 @@ fn options_the_consumers_decide_are_refused() {
         ),
         (vec!["--php", "php"], "--php: does not combine with --queue"),
         (
-            vec!["-d", "memory_limit=1G"],
+            vec!["--ini", "memory_limit=1G"],
             "--ini: does not combine with --queue",
         ),
         (

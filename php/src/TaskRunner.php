@@ -399,7 +399,8 @@ final class TaskRunner
             $command[] = '--kill-after=' . self::formatSeconds($this->killAfter);
         }
         if ($this->retries > 0) {
-            $command[] = '--retries=' . $this->retries;
+            // `hearth run --retries` counts attempts in all, as GNU parallel.
+            $command[] = '--retries=' . ($this->retries + 1);
         }
         if ($this->halt !== null) {
             $command[] = '--halt=' . $this->halt;

@@ -498,16 +498,14 @@ impl Connection {
                 })?,
         };
         let limit = self.config.max_timeout.map_or(asked, |max| asked.min(max));
+        // A call is no queue job: no id or attempt to see.
         let task = Task {
-            seq: u64::from(frame.request_id),
-            id: RawValue::from_string("null".to_owned()).expect("JSON null"),
-            work: Work::Call { function, args },
-            env: Vec::new(),
-            cwd: None,
-            stdin: None,
             timeout: Some(limit),
-            // A call is no queue job: no id or attempt to see.
-            job: None,
+            ..Task::new(
+                u64::from(frame.request_id),
+                RawValue::from_string("null".to_owned()).expect("JSON null"),
+                Work::Call { function, args },
+            )
         };
         let counters = &self.config.counters;
         counters.running.fetch_add(1, Ordering::Relaxed);

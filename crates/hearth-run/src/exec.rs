@@ -15,8 +15,13 @@ use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::watch;
 
-use crate::output::{Captured, Outcome};
-use crate::task::{Task, Work};
+use crate::output::{Captured, Outcome, Spool};
+use crate::runner::LineSink;
+use crate::task::{Stream, Task, Work};
+
+/// Bytes of each output stream a task keeps in memory; past that, the rest
+/// goes to a temporary file.
+pub const SPOOL_AT: usize = 1 << 20;
 
 /// How every attempt is run.
 #[derive(Debug, Clone, Copy)]
@@ -25,7 +30,7 @@ pub struct ExecOptions {
     pub timeout: Option<Duration>,
     /// Between SIGTERM and SIGKILL when a task is stopped.
     pub kill_after: Duration,
-    /// Bytes of each output stream kept for the result.
+    /// Bytes of each output stream kept for the result (`usize::MAX`: all).
     pub max_output: usize,
 }
 
@@ -63,6 +68,17 @@ pub async fn run(task: &Task, options: &ExecOptions, mut abort: watch::Receiver<
             return Outcome::not_started("a PHP job needs --php-bootstrap".to_owned(), started)
         }
     };
+    if task.slot > 0 {
+        // As GNU parallel gives them.
+        command
+            .env("PARALLEL_SEQ", task.seq.to_string())
+            .env("PARALLEL_JOBSLOT", task.slot.to_string())
+            .env("PARALLEL_PID", std::process::id().to_string());
+    }
+    let (out, err) = match task.stream {
+        Stream::Inherit => (Stdio::inherit(), Stdio::inherit()),
+        _ => (Stdio::piped(), Stdio::piped()),
+    };
     command
         .envs(task.env.iter().map(|(k, v)| (k, v)))
         .stdin(if task.stdin.is_some() {
@@ -70,8 +86,8 @@ pub async fn run(task: &Task, options: &ExecOptions, mut abort: watch::Receiver<
         } else {
             Stdio::null()
         })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(out)
+        .stderr(err)
         // Its own group, so that a timeout stops what it started too.
         .process_group(0);
     if let Some(cwd) = &task.cwd {
@@ -103,9 +119,17 @@ pub async fn run(task: &Task, options: &ExecOptions, mut abort: watch::Receiver<
         }
     };
     let max = options.max_output;
+    let sink = match &task.stream {
+        Stream::Lines(sink) => Some(sink),
+        _ => None,
+    };
     let work = async {
-        let (_, out, err, status) =
-            tokio::join!(feed, drain(stdout, max), drain(stderr, max), child.wait());
+        let (_, out, err, status) = tokio::join!(
+            feed,
+            drain(stdout, max, sink.map(|s| (s, false))),
+            drain(stderr, max, sink.map(|s| (s, true))),
+            child.wait()
+        );
         (out, err, status)
     };
     tokio::pin!(work);
@@ -171,32 +195,118 @@ fn signal_group(group: Option<i32>, signal: rustix::process::Signal) {
     }
 }
 
-/// Reads a stream to its end, keeping the first `max` bytes.
-async fn drain(stream: Option<impl AsyncRead + Unpin>, max: usize) -> Captured {
+/// Reads a stream to its end, keeping the first `max` bytes: up to
+/// [`SPOOL_AT`] in memory, the rest in a temporary file. With a line sink
+/// (`--line-buffer`), each line goes to the output as it comes instead,
+/// and nothing is kept.
+async fn drain(
+    stream: Option<impl AsyncRead + Unpin>,
+    max: usize,
+    sink: Option<(&LineSink, bool)>,
+) -> Captured {
     let mut captured = Captured::default();
     let Some(mut stream) = stream else {
         return captured;
     };
-    let mut scratch = Vec::new();
+    if let Some((sink, stderr)) = sink {
+        return drain_lines(stream, sink, stderr).await;
+    }
+    let mut spool: Option<(tokio::fs::File, u64)> = None;
+    let mut spool_failed = false;
+    let mut scratch = vec![0; 65536];
     loop {
-        let room = max.saturating_sub(captured.bytes.len());
-        let read = if room > 0 {
-            captured.bytes.reserve(room.min(65536));
-            stream.read_buf(&mut captured.bytes).await
-        } else {
-            // Past the cap: read on (the task must not block) and drop it.
-            if scratch.is_empty() {
-                scratch = vec![0; 65536];
-            }
-            stream.read(&mut scratch).await
-        };
-        match read {
+        let kept = captured.bytes.len() as u64 + spool.as_ref().map_or(0, |s| s.1);
+        let room = (max as u64).saturating_sub(kept);
+        let n = match stream.read(&mut scratch).await {
             Ok(0) => break,
-            Ok(n) => captured.total += n as u64,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(_) => break,
+        };
+        captured.total += n as u64;
+        // Past the cap: read on (the task must not block) and drop it.
+        let take = n.min(usize::try_from(room).unwrap_or(usize::MAX));
+        let mut data = &scratch[..take];
+        if spool.is_none() && captured.bytes.len() < SPOOL_AT {
+            let fits = data.len().min(SPOOL_AT - captured.bytes.len());
+            captured.bytes.extend_from_slice(&data[..fits]);
+            data = &data[fits..];
+        }
+        if data.is_empty() || spool_failed {
+            continue;
+        }
+        if spool.is_none() {
+            match tempfile::tempfile() {
+                Ok(file) => spool = Some((tokio::fs::File::from_std(file), 0)),
+                Err(e) => {
+                    spool_failed = true;
+                    crate::say_stderr(&format!(
+                        "hearth run: cannot keep a task's output past {} MiB (no temporary file: {e}); the rest is dropped",
+                        SPOOL_AT >> 20
+                    ));
+                    continue;
+                }
+            }
+        }
+        if let Some((file, len)) = &mut spool {
+            use tokio::io::AsyncWriteExt as _;
+            if let Err(e) = file.write_all(data).await {
+                spool_failed = true;
+                crate::say_stderr(&format!(
+                    "hearth run: cannot keep a task's output past {} bytes (writing the temporary file failed: {e}); the rest is dropped",
+                    captured.bytes.len() as u64 + *len
+                ));
+            } else {
+                *len += data.len() as u64;
+            }
         }
     }
-    captured.bytes.truncate(max);
+    if let Some((file, len)) = spool {
+        let mut file = file;
+        use tokio::io::AsyncWriteExt as _;
+        let _ = file.flush().await;
+        let file = file.into_std().await;
+        captured.spool = Some(Spool {
+            file: std::sync::Arc::new(file),
+            len,
+        });
+    }
+    captured
+}
+
+/// The longest line `--line-buffer` holds back waiting for its end; a
+/// longer one goes out in pieces.
+const MAX_LINE: usize = 1 << 20;
+
+/// Sends each whole line of `stream` to the output as it comes.
+async fn drain_lines(
+    mut stream: impl AsyncRead + Unpin,
+    sink: &LineSink,
+    stderr: bool,
+) -> Captured {
+    let mut captured = Captured::default();
+    let mut partial: Vec<u8> = Vec::new();
+    let mut scratch = vec![0; 65536];
+    loop {
+        let n = match stream.read(&mut scratch).await {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
+        };
+        captured.total += n as u64;
+        partial.extend_from_slice(&scratch[..n]);
+        let cut = match partial.iter().rposition(|&b| b == b'\n') {
+            Some(i) => i + 1,
+            None if partial.len() >= MAX_LINE => partial.len(),
+            None => continue,
+        };
+        let rest = partial.split_off(cut);
+        sink.send(stderr, std::mem::replace(&mut partial, rest))
+            .await;
+    }
+    if !partial.is_empty() {
+        sink.send(stderr, partial).await;
+    }
     captured
 }

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! Seq  Host  Starttime       JobRuntime  Send  Receive  Exitval  Signal  Command
-//! 1    :     1763712000.123  0.004       0     0        0        0       echo 1
+//! 1    :     1763712000.123       0.004  0     0        0        0       echo 1
 //! ```
 //!
 //! Each line reaches the file in one `write(2)` as its task finishes, so a
@@ -68,11 +68,14 @@ impl JobLog {
     }
 
     /// Appends one task's line.
+    /// `received`: the bytes of the task's stdout (parallel's `Receive`).
+    #[allow(clippy::too_many_arguments)]
     pub fn record(
         &mut self,
         seq: u64,
         started: f64,
         runtime: f64,
+        received: u64,
         exit: i32,
         signal: i32,
         command: &str,
@@ -81,7 +84,7 @@ impl JobLog {
         self.line.clear();
         let _ = write!(
             self.line,
-            "{seq}\t:\t{started:.3}\t{runtime:.3}\t0\t0\t{exit}\t{signal}\t"
+            "{seq}\t:\t{started:.3}\t{runtime:10.3}\t0\t{received}\t{exit}\t{signal}\t"
         );
         // One line per task whatever the command holds.
         for c in command.chars() {
@@ -201,16 +204,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("log");
         let mut log = JobLog::open(&path).unwrap();
-        log.record(1, 1.5, 0.25, 0, 0, "echo 'a\tb'\nx").unwrap();
-        log.record(2, 2.0, 0.5, -1, 9, "sleep 9").unwrap();
+        log.record(1, 1.5, 0.25, 0, 0, 0, "echo 'a\tb'\nx").unwrap();
+        log.record(2, 2.0, 0.5, 0, -1, 9, "sleep 9").unwrap();
         drop(log);
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("Seq\tHost\t"));
-        assert!(text.contains("1\t:\t1.500\t0.250\t0\t0\t0\t0\techo 'a\\tb'\\nx\n"));
+        assert!(text.contains("1\t:\t1.500\t     0.250\t0\t0\t0\t0\techo 'a\\tb'\\nx\n"));
         // Appending keeps one header.
         JobLog::open(&path)
             .unwrap()
-            .record(3, 3.0, 0.1, 1, 0, "false")
+            .record(3, 3.0, 0.1, 0, 1, 0, "false")
             .unwrap();
         let done = read(&path).unwrap();
         assert_eq!(done.len(), 3);
@@ -256,7 +259,7 @@ mod tests {
         .unwrap();
         JobLog::open(&path)
             .unwrap()
-            .record(2, 5.0, 0.5, 0, 0, "b")
+            .record(2, 5.0, 0.5, 0, 0, 0, "b")
             .unwrap();
         let done = read(&path).unwrap();
         assert_eq!(done.len(), 2);

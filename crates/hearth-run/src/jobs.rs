@@ -165,6 +165,7 @@ fn decode(frame: &Frame) -> Outcome {
             stdout: Captured {
                 total: printed.max(output.len() as u64),
                 bytes: output.to_vec(),
+                spool: None,
             },
             ..Outcome::default()
         })

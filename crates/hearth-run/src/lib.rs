@@ -10,6 +10,7 @@
 //! (`hearth run --queue`). [`executor`] is the one way a task runs, shared with [`work`], the loop
 //! of `hearth work`, which takes its tasks from a queue.
 
+pub mod args;
 pub mod calls;
 pub mod duration;
 pub mod exec;
@@ -20,11 +21,19 @@ pub mod output;
 pub mod runner;
 pub mod submit;
 pub mod task;
+pub mod template;
 pub mod work;
 
 pub use duration::parse_duration;
 pub use executor::{start_pool, Executor, Started};
 pub use runner::{
-    prepare, run, Halt, HaltMode, Input, InputFormat, Prepared, Resume, RunConfig, Summary,
-    ERROR_STATUS,
+    prepare, run, ArgsInput, Halt, HaltLimit, HaltMode, HaltOn, Input, InputFormat, OutputConfig,
+    OutputMode, Prepared, Results, Resume, RunConfig, Summary, Tag, ERROR_STATUS,
 };
+
+/// Writes a line to stderr, ignoring failure: a runner whose stderr is
+/// gone still finishes its tasks.
+pub(crate) fn say_stderr(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}

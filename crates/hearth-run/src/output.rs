@@ -12,17 +12,57 @@ use std::time::Duration;
 use base64::Engine as _;
 
 /// Output read from a task's stdout or stderr: what was kept, and how much
-/// there was.
+/// there was. The first bytes are in memory; past [`crate::exec::SPOOL_AT`],
+/// the rest is in a temporary file, so that output of any size is kept
+/// whole in bounded memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Captured {
     pub bytes: Vec<u8>,
+    /// What was kept past `bytes`.
+    pub spool: Option<Spool>,
     /// Everything the task wrote, kept or not.
     pub total: u64,
 }
 
+/// Output kept in an unnamed temporary file (gone when the last handle
+/// is).
+#[derive(Debug, Clone)]
+pub struct Spool {
+    pub file: std::sync::Arc<std::fs::File>,
+    pub len: u64,
+}
+
+impl PartialEq for Spool {
+    fn eq(&self, other: &Spool) -> bool {
+        std::sync::Arc::ptr_eq(&self.file, &other.file)
+    }
+}
+
+impl Eq for Spool {}
+
 impl Captured {
+    /// Bytes kept, in memory and spooled.
+    pub fn kept(&self) -> u64 {
+        self.bytes.len() as u64 + self.spool.as_ref().map_or(0, |s| s.len)
+    }
+
     pub fn truncated(&self) -> bool {
-        self.total > self.bytes.len() as u64
+        self.total > self.kept()
+    }
+
+    /// Everything kept, in memory (the spool read back).
+    pub fn all(&self) -> std::borrow::Cow<'_, [u8]> {
+        let Some(spool) = &self.spool else {
+            return std::borrow::Cow::Borrowed(&self.bytes);
+        };
+        let mut all = self.bytes.clone();
+        let start = all.len();
+        all.resize(start + spool.len as usize, 0);
+        use std::os::unix::fs::FileExt as _;
+        if spool.file.read_exact_at(&mut all[start..], 0).is_err() {
+            all.truncate(start);
+        }
+        std::borrow::Cow::Owned(all)
     }
 }
 
@@ -66,13 +106,19 @@ impl Outcome {
         self.status == Some(0) && self.error.is_none() && !self.timed_out
     }
 
-    /// The job log's `Exitval`: the exit status, or -1 for a task that
-    /// failed without one (a signal, a timeout, a failure to start).
+    /// The job log's `Exitval`, as GNU parallel writes it: the exit
+    /// status; 0 for a task a signal ended (the `Signal` column says
+    /// which); -1 for one stopped for its time limit or by the runner, or
+    /// that could not start.
     pub fn logged_exit(&self) -> i32 {
-        match self.status {
-            Some(0) if !self.succeeded() => -1,
-            Some(code) => code,
-            None => -1,
+        if self.timed_out || self.interrupted {
+            return -1;
+        }
+        match (self.status, self.signal) {
+            (Some(0), _) if !self.succeeded() => -1,
+            (Some(code), _) => code,
+            (None, Some(_)) => 0,
+            (None, None) => -1,
         }
     }
 
@@ -171,7 +217,7 @@ pub fn write_skipped(out: &mut String, id: &str, seq: u64, status: i32, signal: 
     out.push_str("{\"id\":");
     out.push_str(id);
     let _ = write!(out, ",\"seq\":{seq},\"status\":");
-    if status < 0 {
+    if status < 0 || signal != 0 {
         // Logged without an exit status: killed, timed out or not started.
         out.push_str("null");
     } else {
@@ -190,7 +236,8 @@ pub fn write_skipped(out: &mut String, id: &str, seq: u64, status: i32, signal: 
 /// Appends `,"name":"..."` with the kept bytes of one output stream, and
 /// the markers for truncated or non-UTF-8 output.
 fn put_output(out: &mut String, name: &str, captured: &Captured, max_output: usize) {
-    let mut kept = &captured.bytes[..captured.bytes.len().min(max_output)];
+    let all = captured.all();
+    let mut kept = &all[..all.len().min(max_output)];
     let truncated = captured.total > kept.len() as u64;
     let text = match std::str::from_utf8(kept) {
         Ok(text) => Some(text),
@@ -256,6 +303,7 @@ mod tests {
         Captured {
             bytes: bytes.to_vec(),
             total: bytes.len() as u64,
+            spool: None,
         }
     }
 
@@ -305,6 +353,7 @@ mod tests {
             stdout: Captured {
                 bytes: text.as_bytes().to_vec(),
                 total: 1000,
+                spool: None,
             },
             ..Outcome::default()
         };

@@ -22,11 +22,10 @@ use tokio::sync::mpsc;
 
 use crate::output;
 use crate::runner::{
-    libc_sig, open, progress_bar, read_input, signal, Emitter, Item, Opened, Writer, QUEUE,
+    libc_sig, open, progress_bar, read_tasks, signal, Emitter, Item, Opened, Writer, QUEUE,
 };
-use crate::task::Parser;
 use crate::Input;
-use crate::{InputFormat, RunConfig, Summary};
+use crate::{RunConfig, Summary};
 
 /// Writes a line to stderr, never panicking (see the runner's).
 macro_rules! say {
@@ -68,18 +67,12 @@ struct Pending {
 /// were already queued).
 pub async fn submit(config: RunConfig, input: Input, queue: Queue) -> Result<Summary, String> {
     let clock = Instant::now();
+    // The consumers decide what they can run: both kinds go.
     let Opened {
         done,
         mut log,
-        reader,
-    } = open(&config, &input)?;
-    let parser = match &config.format {
-        InputFormat::Lines { template } => Parser::Lines {
-            template: template.clone(),
-        },
-        // The consumers decide what they can run: both kinds go.
-        InputFormat::Json => Parser::Mixed,
-    };
+        tasks,
+    } = open(&config, &input, true)?;
     let mut sigint = signal(tokio::signal::unix::SignalKind::interrupt())?;
     let mut sigterm = signal(tokio::signal::unix::SignalKind::terminate())?;
     let mut sighup = signal(tokio::signal::unix::SignalKind::hangup())?;
@@ -108,9 +101,7 @@ pub async fn submit(config: RunConfig, input: Input, queue: Queue) -> Result<Sum
 
     let (item_tx, mut items) = mpsc::channel(QUEUE);
     let resume = config.resume;
-    std::thread::Builder::new()
-        .name("hearth-input".into())
-        .spawn(move || read_input(reader, &parser, &done, resume, &item_tx))
+    read_tasks(tasks, done, resume, item_tx)
         .map_err(|e| format!("cannot start the input reader: {e}"))?;
     let (writer, writer_thread) = Writer::start();
     let mut emitter = Emitter {
@@ -121,7 +112,7 @@ pub async fn submit(config: RunConfig, input: Input, queue: Queue) -> Result<Sum
         line: String::new(),
     };
     let progress = progress_bar(config.progress);
-    let attempts = config.retries.saturating_add(1);
+    let attempts = config.retries.max(1);
 
     let mut summary = Summary::default();
     let mut outstanding: HashMap<JobId, Pending> = HashMap::new();
@@ -183,7 +174,7 @@ pub async fn submit(config: RunConfig, input: Input, queue: Queue) -> Result<Sum
                         };
                         let finished = result_line(&p, &r);
                         if let Some(log) = &mut log {
-                            if let Err(e) = log.record(p.seq, finished.started, finished.duration, finished.exit, finished.signal, &p.command) {
+                            if let Err(e) = log.record(p.seq, finished.started, finished.duration, 0, finished.exit, finished.signal, &p.command) {
                                 progress.suspend(|| say!("hearth run: cannot write the job log {}: {e}", log.path().display()));
                             }
                         }

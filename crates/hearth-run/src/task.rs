@@ -27,6 +27,30 @@ pub struct Task {
     /// id and attempt in its environment, a PHP job in `$_SERVER`. `None`
     /// under `hearth run`, where there is no queue job.
     pub job: Option<QueueJob>,
+    /// The job slot it runs in, from 1 (GNU parallel's `{%}` and
+    /// `$PARALLEL_JOBSLOT`), set by `hearth run` when it starts; 0
+    /// elsewhere.
+    pub slot: u64,
+    /// A COMMAND's task: its arguments, for `--tag` and for making its
+    /// command again in another slot (`{%}`).
+    pub args: Option<std::sync::Arc<[String]>>,
+    /// A COMMAND's task: its command line as the shell reads it, which the
+    /// job log and `--dry-run` show.
+    pub shown: Option<String>,
+    /// Where its output goes while it runs.
+    pub stream: Stream,
+}
+
+/// Where a task's output goes while it runs.
+#[derive(Debug, Clone, Default)]
+pub enum Stream {
+    /// Kept, for the result.
+    #[default]
+    Capture,
+    /// Straight to `hearth run`'s own stdout and stderr (`-u`).
+    Inherit,
+    /// Line by line to the output, as lines come (`--line-buffer`).
+    Lines(crate::runner::LineSink),
 }
 
 /// A queue job's id and attempt, for the task to make its effect
@@ -49,8 +73,30 @@ pub enum Work {
 }
 
 impl Task {
+    /// A task with nothing but its work: no environment, no limit of its
+    /// own, not from a queue.
+    pub fn new(seq: u64, id: Box<RawValue>, work: Work) -> Task {
+        Task {
+            seq,
+            id,
+            work,
+            env: Vec::new(),
+            cwd: None,
+            stdin: None,
+            timeout: None,
+            job: None,
+            slot: 0,
+            args: None,
+            shown: None,
+            stream: Stream::Capture,
+        }
+    }
+
     /// The command as the job log shows it.
     pub fn command_line(&self) -> String {
+        if let Some(shown) = &self.shown {
+            return shown.clone();
+        }
         match &self.work {
             Work::Shell(cmd) => cmd.clone(),
             Work::Argv(argv) => argv
@@ -133,9 +179,6 @@ pub enum Parser {
     /// `args`), one with `cmd` or `argv` a shell task. For an executor
     /// with PHP job workers (`hearth run --php-bootstrap`, `hearth work`).
     Mixed,
-    /// Plain lines: each is a shell command (empty template), or the
-    /// argument put in the template's `{}` (appended if it has none).
-    Lines { template: Vec<String> },
 }
 
 #[derive(Debug, Deserialize)]
@@ -166,10 +209,7 @@ impl Parser {
     /// Turns one non-blank input line into the task with sequence number
     /// `seq`, or says what is wrong with it.
     pub fn parse(&self, line: &str, seq: u64) -> Result<Task, String> {
-        match self {
-            Parser::Lines { template } => Ok(plain_task(line, seq, template)),
-            Parser::Shell | Parser::Mixed => self.parse_json(line, seq),
-        }
+        self.parse_json(line, seq)
     }
 
     fn parse_json(&self, text: &str, seq: u64) -> Result<Task, String> {
@@ -263,14 +303,11 @@ impl Parser {
             .map(|m| m.into_iter().collect())
             .unwrap_or_default();
         Ok(Task {
-            seq,
-            id,
-            work,
             env,
             cwd: line.cwd,
             stdin: line.stdin,
             timeout,
-            job: None,
+            ..Task::new(seq, id, work)
         })
     }
 }
@@ -302,30 +339,8 @@ fn task_timeout(value: &serde_json::Value) -> Result<Duration, String> {
     Ok(limit)
 }
 
-fn default_id(seq: u64) -> Box<RawValue> {
+pub(crate) fn default_id(seq: u64) -> Box<RawValue> {
     RawValue::from_string(seq.to_string()).expect("a number is JSON")
-}
-
-fn plain_task(line: &str, seq: u64, template: &[String]) -> Task {
-    let work = if template.is_empty() {
-        Work::Shell(line.to_owned())
-    } else if template.iter().any(|a| a.contains("{}")) {
-        Work::Argv(template.iter().map(|a| a.replace("{}", line)).collect())
-    } else {
-        let mut argv = template.to_vec();
-        argv.push(line.to_owned());
-        Work::Argv(argv)
-    };
-    Task {
-        seq,
-        id: default_id(seq),
-        work,
-        env: Vec::new(),
-        cwd: None,
-        stdin: None,
-        timeout: None,
-        job: None,
-    }
 }
 
 #[cfg(test)]
@@ -471,12 +486,6 @@ mod tests {
                 Parser::Mixed,
                 r#"{"id":3,"call":"App\f","args":{"a":[1,"x"]},"timeout":"2s"}"#,
             ),
-            (
-                Parser::Lines {
-                    template: vec!["gzip".into(), "{}".into()],
-                },
-                "a b.log",
-            ),
         ] {
             let task = parser.parse(line, 9).unwrap();
             let again = Parser::Mixed.parse(&task.to_line(None), 1).unwrap();
@@ -495,33 +504,6 @@ mod tests {
         assert_eq!(
             (with_default.id.get(), with_default.timeout),
             ("4", Some(Duration::from_millis(250)))
-        );
-    }
-
-    #[test]
-    fn plain_lines() {
-        let p = Parser::Lines { template: vec![] };
-        assert_eq!(
-            p.parse("echo 1", 1).unwrap().work,
-            Work::Shell("echo 1".into())
-        );
-        let p = Parser::Lines {
-            template: vec!["gzip".into(), "-k".into(), "{}".into()],
-        };
-        assert_eq!(
-            p.parse("a b.log", 1).unwrap().work,
-            Work::Argv(vec!["gzip".into(), "-k".into(), "a b.log".into()])
-        );
-        let p = Parser::Lines {
-            template: vec!["wc".into(), "-c".into()],
-        };
-        assert_eq!(
-            p.parse("f", 1).unwrap().work,
-            Work::Argv(vec!["wc".into(), "-c".into(), "f".into()])
-        );
-        assert_eq!(
-            p.parse("it's", 1).unwrap().command_line(),
-            r"wc -c 'it'\''s'"
         );
     }
 }

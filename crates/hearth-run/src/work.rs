@@ -552,6 +552,7 @@ mod tests {
         Some(Captured {
             bytes: text.as_bytes().to_vec(),
             total: text.len() as u64,
+            spool: None,
         })
     }
 

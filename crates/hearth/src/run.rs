@@ -8,6 +8,7 @@ use hearth_pool::PoolConfig;
 use hearth_run::Input;
 
 use crate::assets;
+use crate::options::run::read_words;
 use crate::options::RunOptions;
 
 /// The end of `hearth run --help`: the input, the output, the exit status.
@@ -32,11 +33,7 @@ Exit status (as GNU parallel's):
 See docs/task-runner.md.";
 
 pub fn run(options: RunOptions) -> anyhow::Result<u8> {
-    let input = match &options.file {
-        None => Input::Stdin,
-        Some(p) if p.as_os_str() == "-" => Input::Stdin,
-        Some(p) => Input::File(p.clone()),
-    };
+    let words = read_words(&options.words, words_follow_dashdash(&options.words));
     // Kept alive until the run ends: it holds the job worker script.
     let mut scratch = None;
     // With --queue, the consumers' workers run PHP jobs (a bootstrap in
@@ -54,7 +51,30 @@ pub fn run(options: RunOptions) -> anyhow::Result<u8> {
         }
         None => None,
     };
-    let config = options.run_config(php);
+    let (config, input) = match options.run_config(&words, php) {
+        Ok(made) => made,
+        Err(message) => {
+            crate::say!("hearth run: {message}");
+            return Ok(hearth_run::ERROR_STATUS);
+        }
+    };
+    if let (Input::File(path), false) = (&input, words.arguments) {
+        if !path.exists() {
+            let hint = if words.command.is_empty() && options.words.len() == 1 {
+                format!(
+                    " (to run it as a COMMAND for each line of standard input: hearth run -- {})",
+                    options.words[0]
+                )
+            } else {
+                String::new()
+            };
+            crate::say!(
+                "hearth run: cannot read tasks from {}: no such file{hint}",
+                path.display()
+            );
+            return Ok(hearth_run::ERROR_STATUS);
+        }
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -94,6 +114,14 @@ pub fn run(options: RunOptions) -> anyhow::Result<u8> {
     drop(scratch);
     summarize(&options, &summary);
     Ok(summary.exit_code())
+}
+
+/// Whether `words`, the last arguments of the command line, came after a
+/// `--` (`hearth run -- gzip` runs gzip; `hearth run tasks.jsonl` reads a
+/// file). clap takes the `--` away, so the raw arguments say.
+fn words_follow_dashdash(words: &[String]) -> bool {
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    raw.len() > words.len() && raw[raw.len() - words.len() - 1] == "--"
 }
 
 /// The last line on a terminal: how the run went.

@@ -11,8 +11,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use hearth_pool::PoolConfig;
-use hearth_run::{Halt, InputFormat, Resume, RunConfig};
+use hearth_run::args::{ArgsConfig, Grouping, Source, SourceSpec};
+use hearth_run::template::{Template, TemplateOptions};
+use hearth_run::{
+    ArgsInput, Halt, Input, InputFormat, OutputConfig, OutputMode, Results, Resume, RunConfig, Tag,
+};
 use serde::{Deserialize, Serialize};
 
 use super::values::{self, Seconds, Size};
@@ -24,25 +30,24 @@ use super::{Fault, Origins, Section};
 #[derive(Debug, Clone, clap::Args, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunOptions {
-    /// Tasks, one JSON object per line ("-" or nothing: standard input)
-    #[arg(value_name = "FILE")]
+    /// JSON Lines of tasks: FILE ("-" or nothing: standard input). Or, as GNU
+    /// parallel: COMMAND [ARGS...], run once per argument, the arguments from
+    /// `::: A B C`, `:::: FILE` or standard input, one per line. A COMMAND that
+    /// uses shell syntax (|, >, ;, $, quotes) or a builtin runs through /bin/sh
+    /// -c with each argument quoted; a plain one runs directly, without a shell
+    #[arg(value_name = "FILE | COMMAND", trailing_var_arg = true)]
     #[serde(skip)]
-    pub file: Option<PathBuf>,
-
-    /// A command to run for each input line (implies --lines): "{}" in it is
-    /// replaced by the line, else the line is appended as the last argument
-    #[arg(last = true, value_name = "COMMAND")]
-    #[serde(skip)]
-    pub command: Vec<String>,
+    pub words: Vec<String>,
 
     /// TOML file with these options under [run]
     #[arg(long, short, value_name = "FILE")]
     #[serde(skip)]
     pub config: Option<PathBuf>,
 
-    /// Tasks to run at once [default: the number of CPUs]
-    #[arg(short, long, value_name = "N")]
-    pub jobs: Option<usize>,
+    /// Tasks to run at once: N, N% of the CPUs, +N or -N CPUs, 0 for as many as
+    /// possible [default: the number of CPUs]
+    #[arg(short, long, value_name = "N", allow_hyphen_values = true)]
+    pub jobs: Option<values::Jobs>,
 
     /// Write results in input order, not completion order
     #[arg(short = 'k', long)]
@@ -59,13 +64,13 @@ pub struct RunOptions {
     #[arg(long, value_name = "DURATION")]
     pub kill_after: Seconds,
 
-    /// Run a failed task up to N more times
+    /// Run a failing task up to N times in all, as GNU parallel (0 or 1: once)
     #[arg(long, value_name = "N")]
     pub retries: u32,
 
-    /// Stop at the first failure: "now" stops running tasks too, "soon" lets them
-    /// finish ("now,fail=N" / "soon,fail=N": after N failures)
-    #[arg(long, value_name = "WHEN")]
+    /// Stop when tasks fail: "now" stops running tasks too, "soon" lets them
+    /// finish; "now,fail=N", "soon,success=N", "now,done=N%" as GNU parallel
+    #[arg(long, visible_alias = "halt-on-error", value_name = "WHEN")]
     #[serde(skip)]
     pub halt: Option<Halt>,
 
@@ -85,24 +90,159 @@ pub struct RunOptions {
     #[serde(skip)]
     pub resume_failed: bool,
 
-    /// Keep at most this much of each task's stdout and of its stderr
+    /// Keep at most this much of each task's stdout and of its stderr, and say on
+    /// stderr when it cuts [default: all of it, past 1 MiB in a temporary file]
     #[arg(long, value_name = "SIZE")]
-    pub max_output: Size,
+    pub max_output: Option<Size>,
 
     /// Never show the progress bar (shown on stderr only when it is a terminal)
     #[arg(long)]
     #[serde(skip)]
     pub no_progress: bool,
 
-    /// Each input line is a task: a shell command, or an argument for COMMAND
+    /// Show a progress bar on a terminal (GNU parallel's --bar, --eta and
+    /// --progress)
+    #[arg(long, visible_aliases = ["eta", "progress"])]
+    #[serde(skip)]
+    pub bar: bool,
+
+    /// Each input line is a command, run through /bin/sh -c (as GNU parallel
+    /// without a COMMAND)
     #[arg(long)]
     #[serde(skip)]
     pub lines: bool,
 
+    /// Write one JSON line per task (see docs/task-runner.md) instead of the
+    /// tasks' own output; the default for JSON Lines input
+    #[arg(long)]
+    #[serde(skip)]
+    pub json: bool,
+
+    /// Read arguments from FILE, as `:::: FILE` (repeatable)
+    #[arg(short = 'a', long, value_name = "FILE")]
+    #[serde(skip)]
+    pub arg_file: Vec<PathBuf>,
+
+    /// Arguments end at NUL, not at a newline
+    #[arg(short = '0', long)]
+    #[serde(skip)]
+    pub null: bool,
+
+    /// Arguments end at DELIM, not at a newline (one byte; \n, \t, \0 and
+    /// \\ as escapes)
+    #[arg(short = 'd', long, value_name = "DELIM")]
+    #[serde(skip)]
+    pub delimiter: Option<String>,
+
+    /// Use STR for the whole argument instead of {}
+    #[arg(short = 'I', value_name = "STR")]
+    #[serde(skip)]
+    pub replace: Option<String>,
+
+    /// N arguments per task, as {1} to {N} ({} is all of them)
+    #[arg(short = 'N', long, value_name = "N")]
+    #[serde(skip)]
+    pub max_replace_args: Option<usize>,
+
+    /// At most N arguments per task
+    #[arg(short = 'n', long, value_name = "N")]
+    #[serde(skip)]
+    pub max_args: Option<usize>,
+
+    /// As many arguments per task as fit, each in the word around {} (context
+    /// replace)
+    #[arg(short = 'X')]
+    #[serde(skip)]
+    pub context_replace: bool,
+
+    /// As many arguments per task as fit
+    #[arg(short = 'm', long = "xargs")]
+    #[serde(skip)]
+    pub multiple: bool,
+
+    /// Split each argument into columns at REGEX, as {1}, {2}...
+    #[arg(long, short = 'C', value_name = "REGEX")]
+    #[serde(skip)]
+    pub colsep: Option<String>,
+
+    /// Pair the argument sources (the n-th of each) instead of combining them,
+    /// the shorter ones starting over
+    #[arg(long, visible_alias = "xapply")]
+    #[serde(skip)]
+    pub link: bool,
+
+    /// Quote COMMAND's words: each is passed as it is, with no shell syntax
+    #[arg(short = 'q', long)]
+    #[serde(skip)]
+    pub quote: bool,
+
+    /// Also the replacement strings {..}, {...}, {/..}, {+.}, {+/}, {##}, {0#},
+    /// {:-STR}, {:N:M}, {#STR}, {%STR}, {/A/B}, {^STR}
+    #[arg(long)]
+    #[serde(skip)]
+    pub plus: bool,
+
+    /// Print each task's output as whole lines as they come, not when it ends
+    #[arg(long, visible_alias = "lb")]
+    #[serde(skip)]
+    pub line_buffer: bool,
+
+    /// Print each task's output as it writes it, mixed with the others'
+    #[arg(short = 'u', long)]
+    #[serde(skip)]
+    pub ungroup: bool,
+
+    /// Print each task's output when it ends, all together (the default)
+    #[arg(long)]
+    #[serde(skip)]
+    pub group: bool,
+
+    /// Begin each line of output with the task's arguments and a tab
+    #[arg(long)]
+    #[serde(skip)]
+    pub tag: bool,
+
+    /// Begin each line of output with STR (replacement strings allowed) and a tab
+    #[arg(long, value_name = "STR")]
+    #[serde(skip)]
+    pub tagstring: Option<String>,
+
+    /// Also save each task's output: in DIR as GNU parallel lays it out
+    /// (DIR/1/ARG/stdout, stderr, seq), or, for a PATH ending in .jsonl, as JSON
+    /// result lines
+    #[arg(long, value_name = "DIR|FILE.jsonl")]
+    #[serde(skip)]
+    pub results: Option<PathBuf>,
+
+    /// Print each task's command line on stdout before its output
+    #[arg(short = 'v', long)]
+    #[serde(skip)]
+    pub verbose: bool,
+
+    /// Print the command each task would run, and run nothing
+    #[arg(long)]
+    #[serde(skip)]
+    pub dry_run: bool,
+
+    /// Wait at least this long between two task starts
+    #[arg(long, value_name = "DURATION")]
+    #[serde(skip)]
+    pub delay: Option<Seconds>,
+
+    /// Run the tasks in a random order (every argument is read first)
+    #[arg(long)]
+    #[serde(skip)]
+    pub shuf: bool,
+
+    /// Accepted for GNU parallel's command lines; Hearth asks for no citation
+    #[arg(long, hide = true)]
+    #[serde(skip)]
+    pub will_cite: bool,
+
     /// Run the tasks on the hosts that consume this queue (`hearth work --queue
     /// URL`) instead of here: redis://HOST[:PORT][/DB]/NAME or file:PATH; results
-    /// come back as from a local run
-    #[arg(long, short = 'q', value_name = "URL")]
+    /// come back as JSON lines, as from a local run with --json
+    #[arg(long, value_name = "URL")]
     #[serde(skip)]
     pub queue: Option<String>,
 
@@ -115,7 +255,7 @@ pub struct RunOptions {
     pub php: PathBuf,
 
     /// Extra php.ini setting for the job workers (repeatable; with --php-bootstrap)
-    #[arg(short = 'd', long = "ini", value_name = "NAME=VALUE", value_parser = values::parse_ini)]
+    #[arg(long = "ini", value_name = "NAME=VALUE", value_parser = values::parse_ini)]
     #[serde(with = "values::ini_table")]
     pub ini: Vec<(String, String)>,
 
@@ -128,8 +268,7 @@ impl Default for RunOptions {
     /// Every default of `hearth run`.
     fn default() -> RunOptions {
         RunOptions {
-            file: None,
-            command: Vec::new(),
+            words: Vec::new(),
             config: None,
             jobs: None,
             keep_order: false,
@@ -140,9 +279,34 @@ impl Default for RunOptions {
             joblog: None,
             resume: false,
             resume_failed: false,
-            max_output: Size(16 << 20),
+            max_output: None,
             no_progress: false,
+            bar: false,
             lines: false,
+            json: false,
+            arg_file: Vec::new(),
+            null: false,
+            delimiter: None,
+            replace: None,
+            max_replace_args: None,
+            max_args: None,
+            context_replace: false,
+            multiple: false,
+            colsep: None,
+            link: false,
+            quote: false,
+            plus: false,
+            line_buffer: false,
+            ungroup: false,
+            group: false,
+            tag: false,
+            tagstring: None,
+            results: None,
+            verbose: false,
+            dry_run: false,
+            delay: None,
+            shuf: false,
+            will_cite: false,
             queue: None,
             php_bootstrap: None,
             // The CLI: jobs need no header() or sessions.
@@ -173,9 +337,6 @@ impl Section for RunOptions {
     }
 
     fn validate(&self, given: &Origins<'_>) -> Result<(), Fault> {
-        if self.jobs == Some(0) {
-            return Err(Fault::new("jobs", "must be at least 1"));
-        }
         if let Some(url) = &self.queue {
             hearth_queue::QueueUrl::parse(url).map_err(|e| Fault::new("queue", e.to_string()))?;
             // The consumers run the tasks: how is theirs to say.
@@ -188,6 +349,13 @@ impl Section for RunOptions {
                 ("ini", "PHP jobs run in the consumers' workers"),
                 ("boot_timeout", "PHP jobs run in the consumers' workers"),
                 ("halt", "jobs already queued cannot be stopped from here"),
+                ("line_buffer", "results come back when each job ends"),
+                ("ungroup", "results come back when each job ends"),
+                ("tag", "results come back as JSON lines"),
+                ("tagstring", "results come back as JSON lines"),
+                ("results", "results come back as JSON lines on stdout"),
+                ("delay", "the consumers start the jobs"),
+                ("dry_run", "run it without {queue} to see the commands"),
             ] {
                 if given.on_command_line(field) {
                     return Err(Fault::new(field, format!("does not combine with {{queue}}: {why}")));
@@ -195,27 +363,281 @@ impl Section for RunOptions {
             }
             return Ok(());
         }
-        if self.php_bootstrap.is_some() && (self.lines || !self.command.is_empty()) {
+        if let Some(d) = &self.delimiter {
+            values::delimiter(d).map_err(|e| Fault::new("delimiter", e))?;
+        }
+        if let Some(sep) = &self.colsep {
+            regex::Regex::new(sep)
+                .map_err(|e| Fault::new("colsep", format!("not a regular expression: {e}")))?;
+        }
+        let grouping = [
+            ("max_replace_args", self.max_replace_args.is_some()),
+            ("max_args", self.max_args.is_some()),
+            ("context_replace", self.context_replace),
+            ("multiple", self.multiple),
+        ];
+        if grouping.iter().filter(|(_, on)| *on).count() > 1 {
+            let (first, _) = grouping.iter().find(|(_, on)| *on).expect("one is on");
+            return Err(Fault::new(
+                first,
+                "takes one of -N, -n, -X and -m: each says how many arguments a task gets",
+            ));
+        }
+        let modes = [
+            ("line_buffer", self.line_buffer),
+            ("ungroup", self.ungroup),
+            ("group", self.group),
+        ];
+        if modes.iter().filter(|(_, on)| *on).count() > 1 {
+            let (first, _) = modes.iter().find(|(_, on)| *on).expect("one is on");
+            return Err(Fault::new(
+                first,
+                "takes one of --group, --line-buffer and -u",
+            ));
+        }
+        if self.ungroup && (self.tag || self.tagstring.is_some()) {
+            return Err(Fault::new(
+                "ungroup",
+                "cannot tag output it does not see: use --line-buffer with --tag",
+            ));
+        }
+        if self.php_bootstrap.is_some()
+            && (self.lines
+                || self.words.len() > 1
+                || !self.arg_file.is_empty()
+                || self.words.iter().any(|w| w.starts_with(":::")))
+        {
             return Err(Fault::new(
                 "php_bootstrap",
-                "reads JSON Lines of jobs; it does not combine with {lines} or a COMMAND",
+                "reads JSON Lines of jobs; it does not combine with {lines}, a COMMAND or arguments (::: or -a)",
             ));
         }
         check_job_workers(self.php_bootstrap.is_some(), &self.ini, given, &[])
     }
 }
 
+/// What the words after the options say: a FILE of JSON Lines, or a
+/// COMMAND and the sources of its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Words {
+    /// JSON Lines of tasks (or, with `--lines` or a COMMAND, arguments).
+    pub file: Option<PathBuf>,
+    pub command: Vec<String>,
+    /// `:::` and `::::` sources.
+    pub sources: Vec<SourceSpec>,
+    /// A COMMAND or a source was given: the input is arguments.
+    pub arguments: bool,
+}
+
+/// Reads the words after the options, as GNU parallel and Hearth take
+/// them. `dashdash`: they came after `--`.
+///
+/// - `::: A B`, `:::+ A B`, `:::: F G` and `::::+ F` start sources; the
+///   words before the first are the COMMAND (none: the arguments are the
+///   commands).
+/// - Without sources: `FILE -- COMMAND` reads arguments from FILE; words
+///   after `--` are a COMMAND; one word alone is a FILE of JSON Lines
+///   unless no such file exists and it is a command (a program on `PATH`,
+///   a shell builtin, or a line with white space or a `{`); two words or
+///   more are a COMMAND.
+pub fn read_words(words: &[String], dashdash: bool) -> Words {
+    let marker = |w: &str| matches!(w, ":::" | "::::" | ":::+" | "::::+");
+    if let Some(first) = words.iter().position(|w| marker(w)) {
+        let mut sources: Vec<SourceSpec> = Vec::new();
+        let mut current: Option<&str> = None;
+        for w in &words[first..] {
+            if marker(w) {
+                current = Some(w.as_str());
+                if matches!(w.as_str(), ":::" | ":::+") {
+                    sources.push(SourceSpec {
+                        source: Source::Values(Vec::new()),
+                        linked: w == ":::+",
+                    });
+                }
+                continue;
+            }
+            match current {
+                Some(":::") | Some(":::+") => {
+                    if let Some(SourceSpec {
+                        source: Source::Values(values),
+                        ..
+                    }) = sources.last_mut()
+                    {
+                        values.push(w.clone());
+                    }
+                }
+                Some(m) => {
+                    // Each file is a source; `::::+` links the first one.
+                    sources.push(SourceSpec {
+                        source: Source::File(PathBuf::from(w)),
+                        linked: m == "::::+",
+                    });
+                    current = Some("::::");
+                }
+                None => {}
+            }
+        }
+        return Words {
+            file: None,
+            command: words[..first].to_vec(),
+            sources,
+            arguments: true,
+        };
+    }
+    let command_words = |command: &[String]| Words {
+        file: None,
+        command: command.to_vec(),
+        sources: Vec::new(),
+        arguments: true,
+    };
+    match words {
+        [] => Words {
+            file: None,
+            command: Vec::new(),
+            sources: Vec::new(),
+            arguments: false,
+        },
+        [file, dd, command @ ..] if dd == "--" && !dashdash => Words {
+            file: Some(PathBuf::from(file)),
+            ..command_words(command)
+        },
+        _ if dashdash => command_words(words),
+        [one] => {
+            let looks_like_a_command = one.contains(char::is_whitespace)
+                || one.contains('{')
+                || hearth_run::template::is_program(one);
+            if one != "-" && !Path::new(one).is_file() && looks_like_a_command {
+                command_words(words)
+            } else {
+                Words {
+                    file: Some(PathBuf::from(one)),
+                    command: Vec::new(),
+                    sources: Vec::new(),
+                    arguments: false,
+                }
+            }
+        }
+        _ => command_words(words),
+    }
+}
+
 impl RunOptions {
     /// Tasks at once: `jobs`, or one per CPU.
     pub fn jobs(&self) -> usize {
-        self.jobs
-            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()))
+        let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+        self.jobs.map_or(cpus, |j| j.resolve(cpus))
     }
 
-    /// The task runner's configuration, with `php` the job workers' pool
-    /// (none for shell tasks).
-    pub fn run_config(&self, php: Option<PoolConfig>) -> RunConfig {
-        RunConfig {
+    /// The task runner's configuration for `words` (see [`read_words`]),
+    /// with `php` the job workers' pool (none for shell tasks); and where
+    /// JSON Lines come from.
+    pub fn run_config(
+        &self,
+        words: &Words,
+        php: Option<PoolConfig>,
+    ) -> Result<(RunConfig, Input), String> {
+        let arguments = words.arguments || self.lines || !self.arg_file.is_empty();
+        let input = match &words.file {
+            Some(p) if p.as_os_str() != "-" && !arguments => Input::File(p.clone()),
+            _ => Input::Stdin,
+        };
+        let format = if arguments {
+            let mut sources: Vec<SourceSpec> = self
+                .arg_file
+                .iter()
+                .map(|f| SourceSpec {
+                    source: Source::File(f.clone()),
+                    linked: false,
+                })
+                .collect();
+            if let Some(file) = &words.file {
+                sources.push(SourceSpec {
+                    source: Source::File(file.clone()),
+                    linked: false,
+                });
+            }
+            sources.extend(words.sources.iter().cloned());
+            let template = Template::new(
+                &words.command,
+                &TemplateOptions {
+                    replace: self.replace.clone(),
+                    plus: self.plus,
+                    quote: self.quote,
+                    context: self.context_replace,
+                },
+            );
+            let delimiter = match (&self.delimiter, self.null) {
+                (_, true) => 0,
+                (Some(d), false) => values::delimiter(d)?,
+                (None, false) => b'\n',
+            };
+            let percent = matches!(self.halt, Some(h) if matches!(h.limit, hearth_run::HaltLimit::Percent(_)));
+            let args = ArgsConfig {
+                sources,
+                link: self.link,
+                delimiter,
+                colsep: match &self.colsep {
+                    Some(sep) => {
+                        Some(regex::Regex::new(sep).map_err(|e| format!("--colsep: {e}"))?)
+                    }
+                    None => None,
+                },
+                grouping: match (self.max_replace_args, self.max_args) {
+                    (Some(n), _) | (None, Some(n)) => Grouping::Records(n),
+                    _ if self.context_replace || self.multiple => Grouping::Fill,
+                    _ => Grouping::One,
+                },
+                read_all: template.uses_total() || percent,
+                shuffle: self.shuf,
+                jobs: self.jobs(),
+            };
+            InputFormat::Args(Box::new(ArgsInput {
+                args,
+                template: Arc::new(template),
+            }))
+        } else {
+            if self.shuf {
+                return Err(
+                    "--shuf: shuffles arguments; JSON Lines tasks run in their order".to_owned(),
+                );
+            }
+            InputFormat::Json
+        };
+        let results = self.results.as_ref().map(|p| {
+            if p.extension().is_some_and(|e| e == "jsonl") {
+                Results::Jsonl(p.clone())
+            } else {
+                Results::Dir(p.clone())
+            }
+        });
+        let output = OutputConfig {
+            json: self.json || !arguments || self.queue.is_some(),
+            tag: match (&self.tagstring, self.tag) {
+                (Some(s), _) => Some(Tag::Template(Arc::new(Template::new(
+                    std::slice::from_ref(s),
+                    &TemplateOptions {
+                        replace: self.replace.clone(),
+                        plus: self.plus,
+                        quote: true,
+                        context: false,
+                    },
+                )))),
+                (None, true) => Some(Tag::Args),
+                (None, false) => None,
+            },
+            // With -k, each task's lines wait for the tasks before it: the
+            // whole of its output is printed in its turn.
+            mode: if self.line_buffer && !self.keep_order {
+                OutputMode::Lines
+            } else if self.ungroup {
+                OutputMode::Ungroup
+            } else {
+                OutputMode::Group
+            },
+            results,
+            verbose: self.verbose,
+        };
+        let config = RunConfig {
             jobs: self.jobs(),
             keep_order: self.keep_order,
             timeout: self.timeout.and_then(Seconds::nonzero),
@@ -228,17 +650,15 @@ impl RunOptions {
                 (_, true) => Resume::Succeeded,
                 _ => Resume::No,
             },
-            max_output: self.max_output.as_usize(),
+            max_output: self.max_output.map_or(usize::MAX, |s| s.as_usize()),
             progress: !self.no_progress,
             php,
-            format: if self.lines || !self.command.is_empty() {
-                InputFormat::Lines {
-                    template: self.command.clone(),
-                }
-            } else {
-                InputFormat::Json
-            },
-        }
+            format,
+            output,
+            delay: self.delay.map(|d| d.0),
+            dry_run: self.dry_run,
+        };
+        Ok((config, input))
     }
 
     /// The queue of `--queue`, parsed.

@@ -307,7 +307,11 @@ fn a_bad_value_in_the_file_names_the_file_the_section_and_the_key() {
             "[sevre]: unknown section",
             "expected one of `serve`, `run`, `work`",
         ),
-        ("[run]\njobs = \"all\"\n", "[run] jobs: ", "a whole number"),
+        (
+            "[run]\njobs = \"all\"\n",
+            "[run] jobs: ",
+            "expected a number of tasks",
+        ),
         ("[run]\nbogus = 1\n", "[run] bogus: unknown key", "`jobs`"),
         (
             "[run]\nhalt = \"now\"\n",
@@ -325,9 +329,37 @@ fn a_bad_value_in_the_file_names_the_file_the_section_and_the_key() {
         assert!(err.contains(detail), "{detail} in: {err}");
     }
     // Each command checks its own section's values.
-    let err = refused(run(&[], Some("[run]\njobs = 0\n")));
-    assert_eq!(err, "/etc/app/hearth.toml: [run] jobs: must be at least 1");
-    assert!(serve(&[], Some("[run]\njobs = 0\n")).is_ok());
+    let err = refused(run(&[], Some("[run]\nretries = -1\n")));
+    assert!(
+        err.starts_with("/etc/app/hearth.toml: [run] retries: "),
+        "{err}"
+    );
+    assert!(
+        serve(&[], Some("[run]\nretries = -1\n")).is_err(),
+        "the file is read whole"
+    );
+    // -j 0 is GNU parallel's "as many as possible".
+    let o = run(&[], Some("[run]\njobs = 0\n")).unwrap();
+    assert!(o.jobs() >= 1);
+    assert_eq!(
+        run(&["-j", "50%"], None)
+            .unwrap()
+            .jobs
+            .map(|j| j.resolve(4)),
+        Some(2)
+    );
+    assert_eq!(
+        run(&["-j", "+1"], None).unwrap().jobs.map(|j| j.resolve(4)),
+        Some(5)
+    );
+    assert_eq!(
+        run(&["-j", "-1"], None).unwrap().jobs.map(|j| j.resolve(4)),
+        Some(3)
+    );
+    assert_eq!(
+        run(&["-j", "-9"], None).unwrap().jobs.map(|j| j.resolve(4)),
+        Some(1)
+    );
 }
 
 #[test]
@@ -381,7 +413,7 @@ fn run_reads_its_section() {
     assert_eq!(o.timeout, Some(Seconds::from_secs(120)));
     assert_eq!(o.kill_after, Seconds::from_secs(1));
     assert_eq!(o.retries, 4, "the flag wins");
-    assert_eq!(o.max_output, Size(1 << 20));
+    assert_eq!(o.max_output, Some(Size(1 << 20)));
     assert_eq!(
         o.php,
         PathBuf::from("php8.2"),
@@ -389,15 +421,21 @@ fn run_reads_its_section() {
     );
     assert_eq!(o.boot_timeout, Seconds::from_secs(5));
     assert_eq!(o.ini, [("memory_limit".to_owned(), "1G".to_owned())]);
-    let config = o.run_config(None);
+    let words = super::run::read_words(&o.words, false);
+    let (config, _) = o.run_config(&words, None).unwrap();
     assert_eq!(config.jobs, 3);
     assert_eq!(config.timeout, Some(Duration::from_secs(120)));
+    assert_eq!(config.max_output, 1 << 20);
 
     let o = run(&[], None).unwrap();
     assert_eq!(o.kill_after, Seconds::from_secs(2));
-    assert_eq!(o.max_output, Size(16 << 20));
+    assert_eq!(o.max_output, None, "all of it");
     assert_eq!(o.php, PathBuf::from("php"));
-    assert_eq!(o.run_config(None).timeout, None);
+    let (config, _) = o
+        .run_config(&super::run::read_words(&[], false), None)
+        .unwrap();
+    assert_eq!(config.timeout, None);
+    assert_eq!(config.max_output, usize::MAX);
 }
 
 #[test]
@@ -407,7 +445,7 @@ fn run_refuses_php_options_without_a_bootstrap_on_the_command_line() {
         "--php: needs --php-bootstrap"
     );
     assert_eq!(
-        refused(run(&["-d", "a=1"], None)),
+        refused(run(&["--ini", "a=1"], None)),
         "--ini: needs --php-bootstrap"
     );
     // The bootstrap may come from the file.
@@ -423,7 +461,7 @@ fn run_refuses_php_options_without_a_bootstrap_on_the_command_line() {
     ));
     assert_eq!(
         err,
-        "/etc/app/hearth.toml: [run] php_bootstrap: reads JSON Lines of jobs; it does not combine with --lines or a COMMAND"
+        "/etc/app/hearth.toml: [run] php_bootstrap: reads JSON Lines of jobs; it does not combine with --lines, a COMMAND or arguments (::: or -a)"
     );
 }
 
@@ -508,7 +546,11 @@ fn work_shares_the_options_of_run() {
             continue;
         };
         shared.push(id.to_owned());
-        if id == "config" {
+        // `hearth run` takes GNU parallel's command lines: -j has parallel's
+        // forms, -d and -q are parallel's --delimiter and --quote (so --ini
+        // and --queue have no short flag there), --retries counts attempts
+        // in all and output is kept whole.
+        if ["config", "jobs", "ini", "queue", "max_output", "retries"].contains(&id) {
             continue;
         }
         let text = |a: &clap::Arg| a.get_help().map(ToString::to_string);
@@ -597,7 +639,7 @@ fn help_shows_value_kinds_and_defaults() {
             ][..],
             _ => &[
                 "[default: 2s]",
-                "[default: 16M]",
+                "[default: all of it, past 1 MiB in a temporary file]",
                 "[default: php]",
                 "[default: 60s]",
             ],

@@ -823,3 +823,116 @@ mod tests {
         assert!(bad_ini_name("session.save_path").is_none());
     }
 }
+
+/// `hearth run -j`, as GNU parallel takes it: a number of tasks (`8`), a
+/// share of the CPUs (`50%`), CPUs plus or minus some (`+2`, `-1`), or 0
+/// for as many as possible. In the file, an integer or such a string.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Jobs {
+    Count(usize),
+    Percent(f64),
+    Plus(i64),
+}
+
+/// What `-j 0` means: as many as the descriptors allow (each task holds
+/// a few), and no more than this.
+const MAX_JOBS: usize = 1024;
+
+impl Jobs {
+    /// The number of tasks at once on a machine with `cpus` CPUs.
+    pub fn resolve(self, cpus: usize) -> usize {
+        match self {
+            Jobs::Count(0) => {
+                let open = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+                    .current
+                    .unwrap_or(u64::MAX);
+                usize::try_from(open / 8)
+                    .unwrap_or(MAX_JOBS)
+                    .clamp(1, MAX_JOBS)
+            }
+            Jobs::Count(n) => n,
+            Jobs::Percent(p) => ((cpus as f64 * p / 100.0).floor() as usize).max(1),
+            Jobs::Plus(n) => usize::try_from(cpus as i64 + n).unwrap_or(1).max(1),
+        }
+    }
+}
+
+impl std::str::FromStr for Jobs {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Jobs, String> {
+        let bad = || {
+            format!("`{s}`: expected a number of tasks (8), a share of the CPUs (50%), +N or -N CPUs, or 0 for as many as possible")
+        };
+        if let Some(p) = s.strip_suffix('%') {
+            let p: f64 = p.parse().map_err(|_| bad())?;
+            return (p.is_finite() && p > 0.0)
+                .then_some(Jobs::Percent(p))
+                .ok_or_else(bad);
+        }
+        if s.starts_with(['+', '-']) {
+            return s.parse::<i64>().map(Jobs::Plus).map_err(|_| bad());
+        }
+        s.parse::<usize>().map(Jobs::Count).map_err(|_| bad())
+    }
+}
+
+impl fmt::Display for Jobs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Jobs::Count(n) => write!(f, "{n}"),
+            Jobs::Percent(p) => write!(f, "{p}%"),
+            Jobs::Plus(n) => write!(f, "{n:+}"),
+        }
+    }
+}
+
+impl Serialize for Jobs {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Jobs::Count(n) => s.serialize_u64(*n as u64),
+            other => s.serialize_str(&other.to_string()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Jobs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Jobs, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Jobs;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number of tasks, or a string like \"50%\" or \"+2\"")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Jobs, E> {
+                usize::try_from(v)
+                    .map(Jobs::Count)
+                    .map_err(|_| E::custom("must be 0 or more"))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Jobs, E> {
+                usize::try_from(v)
+                    .map(Jobs::Count)
+                    .map_err(|_| E::custom("too large"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Jobs, E> {
+                v.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `hearth run -d`: one byte, written as itself or as `\n`, `\t`, `\0`,
+/// `\\`.
+pub fn delimiter(s: &str) -> Result<u8, String> {
+    match s {
+        "\\n" => Ok(b'\n'),
+        "\\t" => Ok(b'\t'),
+        "\\0" => Ok(0),
+        "\\\\" => Ok(b'\\'),
+        _ if s.len() == 1 => Ok(s.as_bytes()[0]),
+        _ => Err(format!(
+            "`{s}`: expected one character (or \\n, \\t, \\0, \\\\)"
+        )),
+    }
+}
