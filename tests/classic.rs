@@ -856,6 +856,14 @@ fn admin_endpoints_follow_php_fpm() {
         (admin_get(&server, "/readyz").status == 200).then_some(())
     });
     assert_eq!(Req::new("GET", "/admin.php").send(server.addr).status, 200);
+    // Ready means php-fpm answers; its second child may still be starting
+    // on a busy machine.
+    support::eventually(Duration::from_secs(10), "both php-fpm children", || {
+        admin_get(&server, "/metrics")
+            .text()
+            .contains("hearth_pool_workers_live 2")
+            .then_some(())
+    });
     let metrics = admin_get(&server, "/metrics").text();
     assert!(metrics.contains("hearth_pool_workers_live 2"), "{metrics}");
     assert!(metrics.contains("hearth_pool_workers_max 2"), "{metrics}");
