@@ -352,7 +352,16 @@ fn lines_keep_order_timeout_and_retries_carry_over() {
     let url = engine.url();
     let ran = run(
         dir.path(),
-        &["--queue", &url, "-k", "-q", "--", "sh", "-c", "sleep $0; echo $0"],
+        &[
+            "--queue",
+            &url,
+            "-k",
+            "-q",
+            "--",
+            "sh",
+            "-c",
+            "sleep $0; echo $0",
+        ],
         "0.3\n0\n0.1\n",
     );
     assert_eq!(ran.code, Some(0), "{}", ran.stderr);
