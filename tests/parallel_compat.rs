@@ -38,35 +38,11 @@ const THREADS: usize = 3;
 /// (issue 20 goes on): each group leaves them out and names them on
 /// stderr. `PAR_NOT_YET=1` runs these cases alone, to see what is left.
 const NOT_YET: &[&str] = &[
-    // --pipe, --pipepart, --block, -L, --recstart, --recend...
-    "pipe_blocks_of_100k",
-    "pipe_blocks_of_50k_bytes",
-    "pipe_cat_to_file",
-    "pipe_fixed_length",
-    "pipe_header_line",
-    "pipe_l_lines",
-    "pipe_n_records",
-    "pipe_n_records_wc",
-    "pipe_one_block",
-    "pipe_part_of_file",
-    "pipe_recend",
-    "pipe_recstart",
-    "pipe_recstart_slash",
-    "pipe_remove_record_separator",
-    "pipe_seq_number",
-    "pipe_small",
-    // --header, --skip-first-line, -E, -r, --trim, --arg-sep, -s, --er,
-    // --shellquote, {choose_k}, {uniq}.
+    // --header naming the sources or columns ({f1}, {one}).
     "results_header_names",
     "header_names_columns",
     "header_names_sources",
-    "skip_first_line",
-    "eof_string_ends_input",
-    "no_run_if_empty",
-    "colsep_trim",
-    "arg_separator_renamed",
-    "x_max_chars",
-    "xargs_max_chars_30000",
+    // --er, --shellquote, {choose_k}, {uniq}.
     "extension_replace",
     "shellquote",
     "plus_choose_k",

@@ -63,6 +63,45 @@ pub struct ArgsConfig {
     pub shuffle: bool,
     /// Job slots, for `-X`.
     pub jobs: usize,
+    /// `-r`: records that are empty or only white space are skipped.
+    pub skip_empty: bool,
+    /// `-E`: a record equal to this ends a file source.
+    pub eof: Option<String>,
+    /// `--trim`
+    pub trim: Trim,
+    /// `--skip-first-line`: of each file source.
+    pub skip_first_line: bool,
+    /// `-X` and `-m`: the longest command line, in bytes of arguments
+    /// ([`MAX_LINE`], or `-s` less the COMMAND's own length).
+    pub max_line: usize,
+}
+
+/// `--trim`: white space removed around each argument.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Trim {
+    #[default]
+    None,
+    Left,
+    Right,
+    Both,
+}
+
+impl Trim {
+    fn apply(self, v: &str) -> String {
+        match self {
+            Trim::None => v.to_owned(),
+            Trim::Left => v.trim_start().to_owned(),
+            Trim::Right => v.trim_end().to_owned(),
+            Trim::Both => v.trim().to_owned(),
+        }
+    }
+}
+
+/// What is done to each record as it is read from a file.
+#[derive(Debug, Clone, Default)]
+struct Filter {
+    eof: Option<String>,
+    skip_first: bool,
 }
 
 /// The longest command line `-X` and `-m` make, in bytes: a little less
@@ -77,6 +116,8 @@ enum Records {
         name: String,
         delimiter: u8,
         read: u64,
+        filter: Filter,
+        ended: bool,
     },
     /// Everything, read first.
     Listed(std::vec::IntoIter<Vec<String>>),
@@ -86,6 +127,9 @@ enum Records {
 pub struct ArgReader {
     records: Records,
     colsep: Option<regex::Regex>,
+    trim: Trim,
+    skip_empty: bool,
+    max_line: usize,
     grouping: Grouping,
     /// `-X`: records per job, when they were all read first.
     per_job: Option<usize>,
@@ -161,15 +205,26 @@ fn read_record(
 }
 
 /// Every record of a source.
-fn read_source(source: &Source, delimiter: u8, warned: &mut bool) -> Result<Vec<String>, String> {
+fn read_source(
+    source: &Source,
+    delimiter: u8,
+    filter: &Filter,
+    warned: &mut bool,
+) -> Result<Vec<String>, String> {
     match source {
         Source::Values(values) => Ok(values.clone()),
         Source::File(path) => {
             let (mut reader, name) = open_file(path)?;
             let mut out = Vec::new();
-            while let Some(record) =
-                read_record(&mut *reader, delimiter, &name, out.len() as u64, warned)?
-            {
+            let mut number = 0;
+            while let Some(record) = read_record(&mut *reader, delimiter, &name, number, warned)? {
+                number += 1;
+                if filter.skip_first && number == 1 {
+                    continue;
+                }
+                if filter.eof.as_deref() == Some(record.as_str()) {
+                    break;
+                }
                 out.push(record);
             }
             Ok(out)
@@ -217,6 +272,10 @@ impl ArgReader {
     /// Opens the sources; reads them whole when the config says so.
     pub fn open(config: &ArgsConfig) -> Result<ArgReader, String> {
         let mut warned_nul = false;
+        let filter = Filter {
+            eof: config.eof.clone(),
+            skip_first: config.skip_first_line,
+        };
         let sources: Vec<SourceSpec> = if config.sources.is_empty() {
             vec![SourceSpec {
                 source: Source::File(PathBuf::from("-")),
@@ -242,6 +301,8 @@ impl ArgReader {
                         name,
                         delimiter: config.delimiter,
                         read: 0,
+                        filter: filter.clone(),
+                        ended: false,
                     }
                 }
             }
@@ -249,7 +310,7 @@ impl ArgReader {
             let mut read = Vec::with_capacity(sources.len());
             for spec in &sources {
                 read.push((
-                    read_source(&spec.source, config.delimiter, &mut warned_nul)?,
+                    read_source(&spec.source, config.delimiter, &filter, &mut warned_nul)?,
                     spec.linked,
                 ));
             }
@@ -273,9 +334,20 @@ impl ArgReader {
             }
             Records::Listed(records.into_iter())
         };
+        let records = match records {
+            Records::Listed(list) if config.skip_empty => Records::Listed(
+                list.filter(|r| r.iter().any(|v| !v.trim().is_empty()))
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+            ),
+            other => other,
+        };
         let mut reader = ArgReader {
             records,
             colsep: config.colsep.clone(),
+            trim: config.trim,
+            skip_empty: config.skip_empty,
+            max_line: config.max_line,
             grouping: config.grouping,
             per_job: None,
             total: None,
@@ -314,19 +386,41 @@ impl ArgReader {
                 name,
                 delimiter,
                 read,
-            } => {
+                filter,
+                ended,
+            } => loop {
+                if *ended {
+                    break None;
+                }
                 let got =
                     read_record(&mut **reader, *delimiter, name, *read, &mut self.warned_nul)?;
                 *read += 1;
-                got.map(|r| vec![r])
-            }
+                match got {
+                    None => break None,
+                    Some(_) if filter.skip_first && *read == 1 => {}
+                    Some(r) if filter.eof.as_deref() == Some(r.as_str()) => {
+                        *ended = true;
+                        break None;
+                    }
+                    Some(r) if self.skip_empty && r.trim().is_empty() => {}
+                    Some(r) => break Some(vec![r]),
+                }
+            },
         };
-        Ok(record.map(|values| match &self.colsep {
-            None => values,
-            Some(sep) => values
-                .iter()
-                .flat_map(|v| sep.split(v).map(str::to_owned).collect::<Vec<_>>())
-                .collect(),
+        let trim = self.trim;
+        Ok(record.map(|values| {
+            let columns: Vec<String> = match &self.colsep {
+                None => values,
+                Some(sep) => values
+                    .iter()
+                    .flat_map(|v| sep.split(v).map(str::to_owned).collect::<Vec<_>>())
+                    .collect(),
+            };
+            if trim == Trim::None {
+                columns
+            } else {
+                columns.iter().map(|v| trim.apply(v)).collect()
+            }
         }))
     }
 
@@ -359,8 +453,11 @@ impl ArgReader {
                     let Some(next) = list.as_slice().first() else {
                         break;
                     };
-                    let size: usize = next.iter().map(|v| v.len() + 3).sum();
-                    if records > 0 && len + size > MAX_LINE {
+                    let size: usize = next
+                        .iter()
+                        .map(|v| crate::template::quote(v).len() + 1)
+                        .sum();
+                    if records > 0 && len + size >= self.max_line {
                         break;
                     }
                     let record = self.next_record()?.expect("peeked");
@@ -395,6 +492,11 @@ mod tests {
             read_all: false,
             shuffle: false,
             jobs: 1,
+            skip_empty: false,
+            eof: None,
+            trim: Trim::None,
+            skip_first_line: false,
+            max_line: MAX_LINE,
         }
     }
 

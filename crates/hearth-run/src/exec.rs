@@ -115,7 +115,7 @@ pub async fn run(task: &Task, options: &ExecOptions, mut abort: watch::Receiver<
     let feed = async move {
         if let (Some(mut pipe), Some(data)) = (stdin, input) {
             // A task that exits without reading its input is not an error.
-            let _ = pipe.write_all(data.as_bytes()).await;
+            let _ = pipe.write_all(data).await;
         }
     };
     let max = options.max_output;

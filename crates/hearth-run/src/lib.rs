@@ -18,6 +18,7 @@ pub mod executor;
 pub mod joblog;
 pub mod jobs;
 pub mod output;
+pub mod pipe;
 pub mod runner;
 pub mod submit;
 pub mod task;
@@ -28,7 +29,7 @@ pub use duration::parse_duration;
 pub use executor::{start_pool, Executor, Started};
 pub use runner::{
     prepare, run, ArgsInput, Halt, HaltLimit, HaltMode, HaltOn, Input, InputFormat, OutputConfig,
-    OutputMode, Prepared, Results, Resume, RunConfig, Summary, Tag, ERROR_STATUS,
+    OutputMode, PipeInput, Prepared, Results, Resume, RunConfig, Summary, Tag, ERROR_STATUS,
 };
 
 /// Writes a line to stderr, ignoring failure: a runner whose stderr is

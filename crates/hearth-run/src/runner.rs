@@ -133,6 +133,22 @@ pub enum InputFormat {
     /// Arguments for a COMMAND, as GNU parallel takes them (see
     /// [`crate::args`] and [`crate::template`]).
     Args(Box<ArgsInput>),
+    /// Blocks of input for a COMMAND (see [`crate::pipe`]).
+    Pipe(Box<PipeInput>),
+}
+
+/// `--pipe`: standard input (or a FILE) cut into blocks, each the
+/// standard input of a task running COMMAND.
+#[derive(Debug, Clone)]
+pub struct PipeInput {
+    pub pipe: crate::pipe::PipeConfig,
+    pub template: Arc<Template>,
+    /// `--cat`: each block in a temporary file, `{}` its name, instead of
+    /// on standard input.
+    pub cat: bool,
+    /// Where the blocks come from (`--pipepart -a FILE`); none: standard
+    /// input.
+    pub file: Option<PathBuf>,
 }
 
 /// A COMMAND and where its arguments come from.
@@ -351,6 +367,13 @@ pub(crate) enum Tasks {
         reader: ArgReader,
         template: Arc<Template>,
     },
+    /// Blocks of input.
+    Pipe {
+        blocks: crate::pipe::Blocks,
+        template: Arc<Template>,
+        /// `--cat`: the directory of the blocks' files.
+        cat: Option<Arc<tempfile::TempDir>>,
+    },
 }
 
 /// A batch ready to run: its job log and its input are open, and its PHP
@@ -445,6 +468,35 @@ pub(crate) fn open(config: &RunConfig, input: &Input, mixed: bool) -> Result<Ope
                 template: args.template.clone(),
             }
         }
+        InputFormat::Pipe(pipe) => {
+            let reader: Box<dyn std::io::Read + Send> = match &pipe.file {
+                Some(path) => Box::new(
+                    std::fs::File::open(path)
+                        .map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+                ),
+                None => {
+                    if std::io::stdin().is_terminal() {
+                        say!("hearth run: reading standard input (Ctrl-D to end)");
+                    }
+                    Box::new(std::io::stdin())
+                }
+            };
+            let cat = if pipe.cat {
+                Some(Arc::new(
+                    tempfile::Builder::new()
+                        .prefix("hearth-run-")
+                        .tempdir()
+                        .map_err(|e| format!("--cat: cannot create a temporary directory: {e}"))?,
+                ))
+            } else {
+                None
+            };
+            Tasks::Pipe {
+                blocks: crate::pipe::Blocks::new(reader, pipe.pipe.clone()),
+                template: pipe.template.clone(),
+                cat,
+            }
+        }
         InputFormat::Json => {
             let reader: Box<dyn BufRead + Send> = match input {
                 Input::Stdin => {
@@ -492,6 +544,11 @@ pub(crate) fn read_tasks(
         .spawn(move || match tasks {
             Tasks::Json { reader, parser } => read_input(reader, &parser, &done, resume, &tx),
             Tasks::Args { reader, template } => read_args(reader, &template, &done, resume, &tx),
+            Tasks::Pipe {
+                blocks,
+                template,
+                cat,
+            } => read_blocks(blocks, &template, cat.as_deref(), &done, resume, &tx),
         })
 }
 
@@ -537,9 +594,20 @@ impl Prepared {
         } = self;
         let (template, total) = match &tasks {
             Tasks::Args { reader, template } => (Some(template.clone()), reader.total()),
+            Tasks::Pipe { template, .. } => (Some(template.clone()), None),
             Tasks::Json { .. } => (None, None),
         };
-        let (item_tx, mut items) = mpsc::channel(QUEUE);
+        // Blocks are large: one waits, the others are read as tasks start.
+        let ahead = match &tasks {
+            Tasks::Pipe { .. } => 1,
+            _ => QUEUE,
+        };
+        // The --cat files live as long as the run.
+        let _cat_dir = match &tasks {
+            Tasks::Pipe { cat, .. } => cat.clone(),
+            _ => None,
+        };
+        let (item_tx, mut items) = mpsc::channel(ahead);
         if let Err(e) = read_tasks(tasks, done, config.resume, item_tx) {
             if let Some(pool) = pool {
                 pool.shutdown().await;
@@ -991,6 +1059,62 @@ pub(crate) fn read_args(
         let task = Task {
             args: Some(Arc::from(values)),
             ..task
+        };
+        if tx.blocking_send(skip_or_run(task, done, resume)).is_err() {
+            return;
+        }
+    }
+    let _ = tx.blocking_send(Item::End(seq));
+}
+
+/// The reader thread of `--pipe`: makes each block a task's standard
+/// input (with `--cat`, a file whose name is `{}`).
+pub(crate) fn read_blocks(
+    mut blocks: crate::pipe::Blocks,
+    template: &Template,
+    cat: Option<&tempfile::TempDir>,
+    done: &HashMap<u64, Logged>,
+    resume: Resume,
+    tx: &mpsc::Sender<Item>,
+) {
+    let mut seq = 0u64;
+    loop {
+        let block = match blocks.next_block() {
+            Ok(Some(block)) => block,
+            Ok(None) => break,
+            Err(e) => {
+                let _ = tx.blocking_send(Item::Error(format!(
+                    "reading the input failed after block {seq}: {e}"
+                )));
+                return;
+            }
+        };
+        seq += 1;
+        let (values, stdin) = match cat {
+            Some(dir) => {
+                let path = dir.path().join(seq.to_string());
+                if let Err(e) = std::fs::write(&path, &block) {
+                    let _ = tx.blocking_send(Item::Error(format!(
+                        "--cat: cannot write {}: {e}",
+                        path.display()
+                    )));
+                    return;
+                }
+                (vec![path.to_string_lossy().into_owned()], None)
+            }
+            None => (Vec::new(), Some(block)),
+        };
+        let job = JobArgs {
+            values: &values,
+            seq,
+            slot: 1,
+            total: None,
+        };
+        let task = Task {
+            shown: Some(template.line(&job)),
+            stdin,
+            args: Some(Arc::from(values.clone())),
+            ..Task::new(seq, default_id(seq), template.work(&job))
         };
         if tx.blocking_send(skip_or_run(task, done, resume)).is_err() {
             return;

@@ -20,7 +20,7 @@ pub struct Task {
     pub env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
     /// Bytes for the task's standard input (otherwise `/dev/null`).
-    pub stdin: Option<String>,
+    pub stdin: Option<Vec<u8>>,
     /// This task's own time limit, overriding `--timeout`.
     pub timeout: Option<Duration>,
     /// The queue job it came from (`hearth work`): a shell task gets its
@@ -144,7 +144,10 @@ impl Task {
             line.insert("cwd".into(), cwd.to_string_lossy().into_owned().into());
         }
         if let Some(stdin) = &self.stdin {
-            line.insert("stdin".into(), Value::String(stdin.clone()));
+            line.insert(
+                "stdin".into(),
+                Value::String(String::from_utf8_lossy(stdin).into_owned()),
+            );
         }
         if let Some(limit) = self.timeout.or(default_timeout) {
             line.insert("timeout".into(), limit.as_secs_f64().into());
@@ -305,7 +308,7 @@ impl Parser {
         Ok(Task {
             env,
             cwd: line.cwd,
-            stdin: line.stdin,
+            stdin: line.stdin.map(String::into_bytes),
             timeout,
             ..Task::new(seq, id, work)
         })
@@ -361,7 +364,7 @@ mod tests {
         assert_eq!(t.work, Work::Shell("echo hi".into()));
         assert_eq!(t.env, vec![("A".to_owned(), "1".to_owned())]);
         assert_eq!(t.cwd, Some(PathBuf::from("/tmp")));
-        assert_eq!(t.stdin.as_deref(), Some("x"));
+        assert_eq!(t.stdin.as_deref(), Some(&b"x"[..]));
         assert_eq!(t.timeout, Some(Duration::from_millis(1500)));
     }
 

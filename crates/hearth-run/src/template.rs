@@ -104,6 +104,9 @@ pub struct TemplateOptions {
     pub quote: bool,
     /// `-X`
     pub context: bool,
+    /// `--pipe`: the input goes to standard input, not to the end of the
+    /// command.
+    pub no_append: bool,
 }
 
 /// Shell builtins and keywords: a command line starting with one needs a
@@ -139,7 +142,7 @@ impl Template {
             }
         }
         let empty = words.is_empty();
-        if !any {
+        if !any && !options.no_append {
             // As parallel: the arguments go at the end.
             words.push(vec![Piece::Arg(None, Op::Whole)]);
         }
@@ -160,6 +163,17 @@ impl Template {
             total,
             empty,
         }
+    }
+
+    /// The length of the command line without its arguments (for `-s`).
+    pub fn base_len(&self) -> usize {
+        self.line(&JobArgs {
+            values: &[],
+            seq: 1,
+            slot: 1,
+            total: None,
+        })
+        .len()
     }
 
     /// Whether the command uses `{%}`: it is made when the task starts.

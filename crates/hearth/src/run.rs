@@ -8,7 +8,7 @@ use hearth_pool::PoolConfig;
 use hearth_run::Input;
 
 use crate::assets;
-use crate::options::run::read_words;
+use crate::options::run::read_words_with;
 use crate::options::RunOptions;
 
 /// The end of `hearth run --help`: the input, the output, the exit status.
@@ -33,7 +33,12 @@ Exit status (as GNU parallel's):
 See docs/task-runner.md.";
 
 pub fn run(options: RunOptions) -> anyhow::Result<u8> {
-    let words = read_words(&options.words, words_follow_dashdash(&options.words));
+    let words = read_words_with(
+        &options.words,
+        words_follow_dashdash(&options.words),
+        options.arg_sep.as_deref().unwrap_or(":::"),
+        options.arg_file_sep.as_deref().unwrap_or("::::"),
+    );
     // Kept alive until the run ends: it holds the job worker script.
     let mut scratch = None;
     // With --queue, the consumers' workers run PHP jobs (a bootstrap in

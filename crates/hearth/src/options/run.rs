@@ -14,10 +14,11 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use hearth_pool::PoolConfig;
-use hearth_run::args::{ArgsConfig, Grouping, Source, SourceSpec};
+use hearth_run::args::{ArgsConfig, Grouping, Source, SourceSpec, Trim};
 use hearth_run::template::{Template, TemplateOptions};
 use hearth_run::{
-    ArgsInput, Halt, Input, InputFormat, OutputConfig, OutputMode, Results, Resume, RunConfig, Tag,
+    ArgsInput, Halt, Input, InputFormat, OutputConfig, OutputMode, PipeInput, Results, Resume,
+    RunConfig, Tag,
 };
 use serde::{Deserialize, Serialize};
 
@@ -214,6 +215,90 @@ pub struct RunOptions {
     #[serde(skip)]
     pub results: Option<PathBuf>,
 
+    /// Cut standard input into blocks, each the standard input of a task
+    #[arg(long)]
+    #[serde(skip)]
+    pub pipe: bool,
+
+    /// --pipe, reading the file of -a instead of standard input
+    #[arg(long)]
+    #[serde(skip)]
+    pub pipepart: bool,
+
+    /// With --pipe: blocks of about this size, cut at record ends (k = 1000, K =
+    /// 1024, M, G...) [default: 1M]
+    #[arg(long, visible_alias = "block-size", value_name = "SIZE")]
+    #[serde(skip)]
+    pub block: Option<String>,
+
+    /// With --pipe: a record is N lines; without: N input lines per task
+    #[arg(short = 'L', long, value_name = "N")]
+    #[serde(skip)]
+    pub max_lines: Option<usize>,
+
+    /// With --pipe: records start with STR
+    #[arg(long, value_name = "STR")]
+    #[serde(skip)]
+    pub recstart: Option<String>,
+
+    /// With --pipe: records end with STR (default: a newline; empty: any byte)
+    #[arg(long, value_name = "STR")]
+    #[serde(skip)]
+    pub recend: Option<String>,
+
+    /// With --pipe: remove the record start and end at a block's edges
+    #[arg(long, visible_alias = "remove-rec-sep")]
+    #[serde(skip)]
+    pub rrs: bool,
+
+    /// With --pipe: the first N lines (or what the regular expression matches at
+    /// the start) go before every block
+    #[arg(long, value_name = "N|REGEX")]
+    #[serde(skip)]
+    pub header: Option<String>,
+
+    /// With --pipe: each block in a temporary file, named by {}, instead of on
+    /// standard input
+    #[arg(long)]
+    #[serde(skip)]
+    pub cat: bool,
+
+    /// Run nothing for an argument that is empty or only white space
+    #[arg(short = 'r', long)]
+    #[serde(skip)]
+    pub no_run_if_empty: bool,
+
+    /// Stop reading arguments at a line that is STR
+    #[arg(short = 'E', value_name = "STR")]
+    #[serde(skip)]
+    pub eof: Option<String>,
+
+    /// Remove white space around arguments: l (left), r (right), lr, rl or n
+    /// (none)
+    #[arg(long, value_name = "WHERE")]
+    #[serde(skip)]
+    pub trim: Option<String>,
+
+    /// Use STR instead of ::: to start arguments
+    #[arg(long, value_name = "STR")]
+    #[serde(skip)]
+    pub arg_sep: Option<String>,
+
+    /// Use STR instead of :::: to start argument files
+    #[arg(long, value_name = "STR")]
+    #[serde(skip)]
+    pub arg_file_sep: Option<String>,
+
+    /// Skip the first line of the argument files and standard input
+    #[arg(long)]
+    #[serde(skip)]
+    pub skip_first_line: bool,
+
+    /// With -X and -m: command lines of at most N characters
+    #[arg(short = 's', long, value_name = "N")]
+    #[serde(skip)]
+    pub max_chars: Option<usize>,
+
     /// Print each task's command line on stdout before its output
     #[arg(short = 'v', long)]
     #[serde(skip)]
@@ -302,6 +387,22 @@ impl Default for RunOptions {
             tag: false,
             tagstring: None,
             results: None,
+            pipe: false,
+            pipepart: false,
+            block: None,
+            max_lines: None,
+            recstart: None,
+            recend: None,
+            rrs: false,
+            header: None,
+            cat: false,
+            no_run_if_empty: false,
+            eof: None,
+            trim: None,
+            arg_sep: None,
+            arg_file_sep: None,
+            skip_first_line: false,
+            max_chars: None,
             verbose: false,
             dry_run: false,
             delay: None,
@@ -362,6 +463,34 @@ impl Section for RunOptions {
                 }
             }
             return Ok(());
+        }
+        if let Some(block) = &self.block {
+            hearth_run::pipe::parse_block(block).map_err(|e| Fault::new("block", e))?;
+        }
+        if let Some(t) = &self.trim {
+            if !["n", "l", "r", "lr", "rl"].contains(&t.as_str()) {
+                return Err(Fault::new(
+                    "trim",
+                    format!("`{t}`: expected l, r, lr, rl or n"),
+                ));
+            }
+        }
+        if self.pipepart && self.arg_file.len() != 1 {
+            return Err(Fault::new(
+                "pipepart",
+                "reads the one file -a names: give -a FILE once",
+            ));
+        }
+        for (field, on) in [
+            ("block", self.block.is_some()),
+            ("recstart", self.recstart.is_some()),
+            ("recend", self.recend.is_some()),
+            ("rrs", self.rrs),
+            ("cat", self.cat),
+        ] {
+            if on && !(self.pipe || self.pipepart) {
+                return Err(Fault::new(field, "cuts input into blocks: it needs {pipe}"));
+            }
         }
         if let Some(d) = &self.delimiter {
             values::delimiter(d).map_err(|e| Fault::new("delimiter", e))?;
@@ -440,24 +569,48 @@ pub struct Words {
 ///   unless no such file exists and it is a command (a program on `PATH`,
 ///   a shell builtin, or a line with white space or a `{`); two words or
 ///   more are a COMMAND.
+#[cfg(test)]
 pub fn read_words(words: &[String], dashdash: bool) -> Words {
-    let marker = |w: &str| matches!(w, ":::" | "::::" | ":::+" | "::::+");
+    read_words_with(words, dashdash, ":::", "::::")
+}
+
+/// [`read_words`] with other separators (`--arg-sep`, `--arg-file-sep`).
+pub fn read_words_with(words: &[String], dashdash: bool, args: &str, files: &str) -> Words {
+    let linked_args = format!("{args}+");
+    let linked_files = format!("{files}+");
+    let kind = |w: &str| -> Option<(bool, bool)> {
+        // (a file source, linked)
+        if w == args {
+            Some((false, false))
+        } else if w == linked_args {
+            Some((false, true))
+        } else if w == files {
+            Some((true, false))
+        } else if w == linked_files {
+            Some((true, true))
+        } else {
+            None
+        }
+    };
+    let marker = |w: &str| kind(w).is_some();
     if let Some(first) = words.iter().position(|w| marker(w)) {
         let mut sources: Vec<SourceSpec> = Vec::new();
-        let mut current: Option<&str> = None;
+        // The kind of the last separator, and for files whether the next
+        // one is linked.
+        let mut current: Option<(bool, bool)> = None;
         for w in &words[first..] {
-            if marker(w) {
-                current = Some(w.as_str());
-                if matches!(w.as_str(), ":::" | ":::+") {
+            if let Some((file, linked)) = kind(w) {
+                current = Some((file, linked));
+                if !file {
                     sources.push(SourceSpec {
                         source: Source::Values(Vec::new()),
-                        linked: w == ":::+",
+                        linked,
                     });
                 }
                 continue;
             }
             match current {
-                Some(":::") | Some(":::+") => {
+                Some((false, _)) => {
                     if let Some(SourceSpec {
                         source: Source::Values(values),
                         ..
@@ -466,13 +619,13 @@ pub fn read_words(words: &[String], dashdash: bool) -> Words {
                         values.push(w.clone());
                     }
                 }
-                Some(m) => {
+                Some((true, linked)) => {
                     // Each file is a source; `::::+` links the first one.
                     sources.push(SourceSpec {
                         source: Source::File(PathBuf::from(w)),
-                        linked: m == "::::+",
+                        linked,
                     });
-                    current = Some("::::");
+                    current = Some((true, false));
                 }
                 None => {}
             }
@@ -521,6 +674,15 @@ pub fn read_words(words: &[String], dashdash: bool) -> Words {
     }
 }
 
+/// `\n`, `\t`, `\0` and `\\` in `--recstart` and `--recend`, as
+/// parallel reads them.
+fn unescape(s: &str) -> String {
+    s.replace("\\n", "\n")
+        .replace("\\t", "\t")
+        .replace("\\0", "\0")
+        .replace("\\\\", "\\")
+}
+
 impl RunOptions {
     /// Tasks at once: `jobs`, or one per CPU.
     pub fn jobs(&self) -> usize {
@@ -536,12 +698,64 @@ impl RunOptions {
         words: &Words,
         php: Option<PoolConfig>,
     ) -> Result<(RunConfig, Input), String> {
-        let arguments = words.arguments || self.lines || !self.arg_file.is_empty();
+        let piped = self.pipe || self.pipepart;
+        let arguments = words.arguments || self.lines || !self.arg_file.is_empty() || piped;
         let input = match &words.file {
             Some(p) if p.as_os_str() != "-" && !arguments => Input::File(p.clone()),
             _ => Input::Stdin,
         };
-        let format = if arguments {
+        let format = if piped {
+            let template = Template::new(
+                &words.command,
+                &TemplateOptions {
+                    replace: self.replace.clone(),
+                    plus: self.plus,
+                    quote: self.quote,
+                    context: false,
+                    no_append: !self.cat,
+                },
+            );
+            let mut pipe = hearth_run::pipe::PipeConfig::default();
+            if let Some(block) = &self.block {
+                pipe.block = hearth_run::pipe::parse_block(block)?;
+            }
+            pipe.records = self.max_replace_args.or(self.max_args);
+            pipe.lines = self.max_lines.unwrap_or(1);
+            pipe.recstart = self.recstart.as_ref().map(|s| unescape(s).into_bytes());
+            match &self.recend {
+                Some(end) => pipe.recend = unescape(end).into_bytes(),
+                // As parallel: a record start alone splits before it.
+                None if pipe.recstart.is_some() => pipe.recend = Vec::new(),
+                None => {}
+            }
+            pipe.remove_separators = self.rrs;
+            pipe.header = match &self.header {
+                None => None,
+                Some(h) => Some(match h.parse::<usize>() {
+                    Ok(n) => hearth_run::pipe::Header::Lines(n),
+                    Err(_) => hearth_run::pipe::Header::Regex(
+                        regex::bytes::Regex::new(&format!("^(?s:{h})"))
+                            .map_err(|e| format!("--header: not a regular expression: {e}"))?,
+                    ),
+                }),
+            };
+            if words.file.is_some() || !words.sources.is_empty() {
+                return Err(
+                    "--pipe reads standard input (--pipepart: the file of -a): it takes no other arguments"
+                        .to_owned(),
+                );
+            }
+            InputFormat::Pipe(Box::new(PipeInput {
+                pipe,
+                template: Arc::new(template),
+                cat: self.cat,
+                file: if self.pipepart {
+                    self.arg_file.first().cloned()
+                } else {
+                    None
+                },
+            }))
+        } else if arguments {
             let mut sources: Vec<SourceSpec> = self
                 .arg_file
                 .iter()
@@ -564,6 +778,7 @@ impl RunOptions {
                     plus: self.plus,
                     quote: self.quote,
                     context: self.context_replace,
+                    no_append: false,
                 },
             );
             let delimiter = match (&self.delimiter, self.null) {
@@ -582,14 +797,28 @@ impl RunOptions {
                     }
                     None => None,
                 },
-                grouping: match (self.max_replace_args, self.max_args) {
-                    (Some(n), _) | (None, Some(n)) => Grouping::Records(n),
+                grouping: match (self.max_replace_args, self.max_args, self.max_lines) {
+                    (Some(n), _, _) | (None, Some(n), _) | (None, None, Some(n)) => {
+                        Grouping::Records(n)
+                    }
                     _ if self.context_replace || self.multiple => Grouping::Fill,
                     _ => Grouping::One,
                 },
                 read_all: template.uses_total() || percent,
                 shuffle: self.shuf,
                 jobs: self.jobs(),
+                skip_empty: self.no_run_if_empty,
+                eof: self.eof.clone(),
+                trim: match self.trim.as_deref() {
+                    Some("l") => Trim::Left,
+                    Some("r") => Trim::Right,
+                    Some("lr") | Some("rl") => Trim::Both,
+                    _ => Trim::None,
+                },
+                skip_first_line: self.skip_first_line,
+                max_line: self.max_chars.map_or(hearth_run::args::MAX_LINE, |n| {
+                    n.saturating_sub(template.base_len())
+                }),
             };
             InputFormat::Args(Box::new(ArgsInput {
                 args,
@@ -620,6 +849,7 @@ impl RunOptions {
                         plus: self.plus,
                         quote: true,
                         context: false,
+                        no_append: true,
                     },
                 )))),
                 (None, true) => Some(Tag::Args),
