@@ -1293,3 +1293,110 @@ fn a_bootstrap_that_fails_is_reported() {
         ran.stderr
     );
 }
+
+/// Peak resident memory of `hearth run ARGS` (its VmHWM, read until it
+/// exits), its stdout and its exit status.
+fn peak_memory(args: &[&str]) -> (u64, Vec<u8>, Option<i32>) {
+    let mut child = Command::new(HEARTH)
+        .arg("run")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut stdout, &mut out).unwrap();
+        out
+    });
+    let mut peak_kb = 0;
+    loop {
+        if let Ok(status) = std::fs::read_to_string(&status_file) {
+            for line in status.lines() {
+                if let Some(v) = line.strip_prefix("VmHWM:") {
+                    let kb: u64 = v.trim().trim_end_matches("kB").trim().parse().unwrap_or(0);
+                    peak_kb = peak_kb.max(kb);
+                }
+            }
+        }
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = reader.join().unwrap();
+    let code = child.wait().unwrap().code();
+    (peak_kb * 1024, out, code)
+}
+
+/// Issue 20: a 50 MB output is kept whole (it was cut to 16 MiB, and
+/// holding it took 156 MB), in plain output and in a JSON result line,
+/// while `hearth run` holds a few MiB of it: the rest waits in a
+/// temporary file.
+#[test]
+fn a_50_mb_output_is_kept_whole_in_bounded_memory() {
+    let task = "head -c 50000000 /dev/zero | tr '\\0' x; echo {}";
+    let (peak, out, code) = peak_memory(&["-k", "--", task, ":::", "1"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(out.len(), 50_000_002, "plain output, whole");
+    assert!(out[..50_000_000].iter().all(|&b| b == b'x'));
+    assert!(peak < 48 << 20, "peak {} MiB", peak >> 20);
+    let (peak, out, code) = peak_memory(&["--json", "--", task, ":::", "1"]);
+    assert_eq!(code, Some(0));
+    let r: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        r["stdout"].as_str().unwrap().len(),
+        50_000_002,
+        "JSON, whole"
+    );
+    assert!(r.get("stdout_truncated").is_none());
+    assert!(peak < 48 << 20, "peak {} MiB", peak >> 20);
+}
+
+/// Issue 20: with `-k` behind a slow first task, the outputs of the
+/// tasks that finish meanwhile wait in temporary files past the
+/// process's budget (64 MiB), not in memory: 200 MiB of waiting output.
+#[test]
+fn keep_order_behind_a_slow_task_keeps_memory_bounded() {
+    let args: Vec<String> = (1..=200).map(|i| i.to_string()).collect();
+    let mut argv = vec![
+        "-k",
+        "-j",
+        "8",
+        "--",
+        "if [ {} = 1 ]; then sleep 2; fi; head -c 1000000 /dev/zero",
+        ":::",
+    ];
+    argv.extend(args.iter().map(String::as_str));
+    let (peak, out, code) = peak_memory(&argv);
+    assert_eq!(code, Some(0));
+    assert_eq!(out.len(), 200_000_000);
+    assert!(peak < 120 << 20, "peak {} MiB", peak >> 20);
+}
+
+/// Issue 20: `--max-output` is an explicit cap, and a cut is said on
+/// stderr.
+#[test]
+fn a_cut_output_is_said_on_stderr() {
+    let ran = Command::new(HEARTH)
+        .args([
+            "run",
+            "--max-output",
+            "1K",
+            "head -c 5000 /dev/zero; : {}",
+            ":::",
+            "x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(ran.status.code(), Some(0));
+    assert_eq!(ran.stdout.len(), 1024);
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(
+        stderr.contains("cut to its first 1024 of 5000 bytes"),
+        "{stderr}"
+    );
+}

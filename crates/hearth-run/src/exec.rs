@@ -213,6 +213,7 @@ async fn drain(
     }
     let mut spool: Option<(tokio::fs::File, u64)> = None;
     let mut spool_failed = false;
+    let mut reserved = 0;
     let mut scratch = vec![0; 65536];
     loop {
         let kept = captured.bytes.len() as u64 + spool.as_ref().map_or(0, |s| s.1);
@@ -229,8 +230,12 @@ async fn drain(
         let mut data = &scratch[..take];
         if spool.is_none() && captured.bytes.len() < SPOOL_AT {
             let fits = data.len().min(SPOOL_AT - captured.bytes.len());
-            captured.bytes.extend_from_slice(&data[..fits]);
-            data = &data[fits..];
+            // Past the process's budget, output goes to the spool at once.
+            if crate::output::reserve(fits) {
+                reserved += fits;
+                captured.bytes.extend_from_slice(&data[..fits]);
+                data = &data[fits..];
+            }
         }
         if data.is_empty() || spool_failed {
             continue;
@@ -260,6 +265,9 @@ async fn drain(
                 *len += data.len() as u64;
             }
         }
+    }
+    if reserved > 0 {
+        captured.held = Some(std::sync::Arc::new(crate::output::Held(reserved)));
     }
     if let Some((file, len)) = spool {
         let mut file = file;

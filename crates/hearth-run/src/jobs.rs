@@ -166,6 +166,7 @@ fn decode(frame: &Frame) -> Outcome {
                 total: printed.max(output.len() as u64),
                 bytes: output.to_vec(),
                 spool: None,
+                held: None,
             },
             ..Outcome::default()
         })

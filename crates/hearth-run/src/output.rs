@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use base64::Engine as _;
+use std::io::Write as _;
 
 /// Output read from a task's stdout or stderr: what was kept, and how much
 /// there was. The first bytes are in memory; past [`crate::exec::SPOOL_AT`],
@@ -22,7 +22,47 @@ pub struct Captured {
     pub spool: Option<Spool>,
     /// Everything the task wrote, kept or not.
     pub total: u64,
+    /// The share of [`MEMORY_BUDGET`] `bytes` holds, given back when the
+    /// last copy is dropped.
+    pub held: Option<std::sync::Arc<Held>>,
 }
+
+/// The most task output the whole process keeps in memory: past it, more
+/// output goes to temporary files, so that memory stays bounded however
+/// many tasks wait to be written (`-k` behind a slow task).
+pub const MEMORY_BUDGET: usize = 64 << 20;
+
+/// Bytes of task output in memory now, counted against [`MEMORY_BUDGET`].
+static IN_MEMORY: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Takes `n` bytes of [`MEMORY_BUDGET`]; false when they are not there.
+pub fn reserve(n: usize) -> bool {
+    use std::sync::atomic::Ordering;
+    let before = IN_MEMORY.fetch_add(n, Ordering::AcqRel);
+    if before + n > MEMORY_BUDGET {
+        IN_MEMORY.fetch_sub(n, Ordering::AcqRel);
+        return false;
+    }
+    true
+}
+
+/// Bytes of [`MEMORY_BUDGET`] taken, given back on drop.
+#[derive(Debug)]
+pub struct Held(pub usize);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        IN_MEMORY.fetch_sub(self.0, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+impl PartialEq for Held {
+    fn eq(&self, _: &Held) -> bool {
+        true
+    }
+}
+
+impl Eq for Held {}
 
 /// Output kept in an unnamed temporary file (gone when the last handle
 /// is).
@@ -48,6 +88,39 @@ impl Captured {
 
     pub fn truncated(&self) -> bool {
         self.total > self.kept()
+    }
+
+    /// Calls `f` with the first `len` kept bytes, in pieces: from memory,
+    /// then from the spool file.
+    pub fn for_each_piece(
+        &self,
+        len: u64,
+        mut f: impl FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        let first = usize::try_from(len)
+            .unwrap_or(usize::MAX)
+            .min(self.bytes.len());
+        if first > 0 {
+            f(&self.bytes[..first])?;
+        }
+        let mut left = len - first as u64;
+        if let Some(spool) = &self.spool {
+            use std::os::unix::fs::FileExt as _;
+            let mut buf = vec![0; 1 << 16];
+            let mut at = 0u64;
+            left = left.min(spool.len);
+            while left > 0 {
+                let want = usize::try_from(left.min(buf.len() as u64)).unwrap_or(buf.len());
+                let n = spool.file.read_at(&mut buf[..want], at)?;
+                if n == 0 {
+                    break;
+                }
+                f(&buf[..n])?;
+                at += n as u64;
+                left -= n as u64;
+            }
+        }
+        Ok(())
     }
 
     /// Everything kept, in memory (the spool read back).
@@ -142,6 +215,25 @@ pub fn write_result(
     attempts: u32,
     max_output: usize,
 ) {
+    let mut line = Vec::new();
+    // Writing to a Vec fails only when a spool file cannot be read back:
+    // what was written stands.
+    let _ = write_result_to(&mut line, id, seq, outcome, attempts, max_output);
+    out.push_str(&String::from_utf8_lossy(&line));
+}
+
+/// Writes a task's result line (with its newline) to `w`, its output read
+/// piece by piece from memory and from its spool file: a result line of
+/// any size costs no more memory than a piece.
+pub fn write_result_to(
+    w: &mut dyn std::io::Write,
+    id: &str,
+    seq: u64,
+    outcome: &Outcome,
+    attempts: u32,
+    max_output: usize,
+) -> std::io::Result<()> {
+    let mut out = String::new();
     out.push_str("{\"id\":");
     out.push_str(id);
     let _ = write!(out, ",\"seq\":{seq},\"status\":");
@@ -164,10 +256,12 @@ pub fn write_result(
         out.push_str(",\"result\":");
         out.push_str(result);
     }
-    put_output(out, "stdout", &outcome.stdout, max_output);
+    w.write_all(out.as_bytes())?;
+    put_output(w, "stdout", &outcome.stdout, max_output)?;
     if let Some(stderr) = &outcome.stderr {
-        put_output(out, "stderr", stderr, max_output);
+        put_output(w, "stderr", stderr, max_output)?;
     }
+    out.clear();
     let _ = write!(
         out,
         ",\"duration_ms\":{:.3},\"attempts\":{attempts}",
@@ -182,7 +276,7 @@ pub fn write_result(
     match &outcome.error {
         Some(ErrorValue::Message(m)) => {
             out.push_str(",\"error\":");
-            put_str(out, m);
+            put_str(&mut out, m);
         }
         Some(ErrorValue::Json(json)) => {
             out.push_str(",\"error\":");
@@ -191,6 +285,7 @@ pub fn write_result(
         None => {}
     }
     out.push_str("}\n");
+    w.write_all(out.as_bytes())
 }
 
 /// Appends the result of a job taken from a queue (`hearth work`): the
@@ -233,39 +328,80 @@ pub fn write_skipped(out: &mut String, id: &str, seq: u64, status: i32, signal: 
     out.push_str(",\"skipped\":true}\n");
 }
 
-/// Appends `,"name":"..."` with the kept bytes of one output stream, and
-/// the markers for truncated or non-UTF-8 output.
-fn put_output(out: &mut String, name: &str, captured: &Captured, max_output: usize) {
-    let all = captured.all();
-    let mut kept = &all[..all.len().min(max_output)];
-    let truncated = captured.total > kept.len() as u64;
-    let text = match std::str::from_utf8(kept) {
-        Ok(text) => Some(text),
-        // Cut in the middle of a character by truncation: keep the whole
-        // characters before it rather than fall back to base64.
-        Err(e) if truncated && e.error_len().is_none() => {
-            kept = &kept[..e.valid_up_to()];
-            std::str::from_utf8(kept).ok()
+/// Writes `,"name":"..."` with the kept bytes of one output stream, and
+/// the markers for truncated or non-UTF-8 output: text when the bytes are
+/// UTF-8 (cut before a character a truncation split), else base64.
+fn put_output(
+    w: &mut dyn std::io::Write,
+    name: &str,
+    captured: &Captured,
+    max_output: usize,
+) -> std::io::Result<()> {
+    let kept = captured.kept().min(max_output as u64);
+    let truncated = captured.total > kept;
+    // First pass: is it text, and how much of it?
+    let mut carry: Vec<u8> = Vec::new();
+    let mut text = true;
+    captured.for_each_piece(kept, |piece| {
+        if !text {
+            return Ok(());
         }
-        Err(_) => None,
+        carry.extend_from_slice(piece);
+        match std::str::from_utf8(&carry) {
+            Ok(_) => carry.clear(),
+            Err(e) if e.error_len().is_none() => {
+                carry.drain(..e.valid_up_to());
+            }
+            Err(_) => text = false,
+        }
+        Ok(())
+    })?;
+    // An incomplete character at the end is a cut one only when the
+    // output was truncated.
+    let text_len = if text && (carry.is_empty() || truncated) {
+        Some(kept - carry.len() as u64)
+    } else {
+        None
     };
-    let _ = write!(out, ",\"{name}\":");
-    match text {
-        Some(text) => put_str(out, text),
+    write!(w, ",\"{name}\":\"")?;
+    match text_len {
+        Some(len) => {
+            let mut carry: Vec<u8> = Vec::new();
+            captured.for_each_piece(len, |piece| {
+                carry.extend_from_slice(piece);
+                let valid = match std::str::from_utf8(&carry) {
+                    Ok(s) => s.len(),
+                    Err(e) => e.valid_up_to(),
+                };
+                let chunk = std::str::from_utf8(&carry[..valid]).unwrap_or_default();
+                // serde_json's escaping, without the quotes.
+                let escaped = serde_json::to_string(chunk).unwrap_or_default();
+                w.write_all(&escaped.as_bytes()[1..escaped.len() - 1])?;
+                carry.drain(..valid);
+                Ok(())
+            })?;
+            w.write_all(b"\"")?;
+        }
         None => {
-            out.push('"');
-            base64::engine::general_purpose::STANDARD.encode_string(kept, out);
-            out.push('"');
-            let _ = write!(out, ",\"{name}_encoding\":\"base64\"");
+            {
+                let mut encoder = base64::write::EncoderWriter::new(
+                    &mut *w,
+                    &base64::engine::general_purpose::STANDARD,
+                );
+                captured.for_each_piece(kept, |piece| encoder.write_all(piece))?;
+                encoder.finish()?;
+            }
+            write!(w, "\",\"{name}_encoding\":\"base64\"")?;
         }
     }
     if truncated {
-        let _ = write!(
-            out,
+        write!(
+            w,
             ",\"{name}_truncated\":true,\"{name}_bytes\":{}",
             captured.total
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// Appends `s` as a JSON string.
@@ -291,6 +427,7 @@ pub fn signal_name(sig: i32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine as _;
 
     fn line(outcome: &Outcome, max: usize) -> serde_json::Value {
         let mut s = String::new();
@@ -304,6 +441,7 @@ mod tests {
             bytes: bytes.to_vec(),
             total: bytes.len() as u64,
             spool: None,
+            held: None,
         }
     }
 
@@ -354,6 +492,7 @@ mod tests {
                 bytes: text.as_bytes().to_vec(),
                 total: 1000,
                 spool: None,
+                held: None,
             },
             ..Outcome::default()
         };

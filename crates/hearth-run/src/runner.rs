@@ -1142,6 +1142,20 @@ impl Emitter {
         attempts: u32,
         max_output: usize,
     ) {
+        if outcome.stdout.spool.is_some()
+            || outcome.stderr.as_ref().is_some_and(|c| c.spool.is_some())
+        {
+            // Large: the writer thread writes it from the spool files.
+            let result = JsonResult {
+                id: task.id.get().to_owned(),
+                seq: task.seq,
+                outcome: outcome.clone(),
+                attempts,
+                max_output,
+            };
+            self.emit(order, vec![Out::Json(Box::new(result))]).await;
+            return;
+        }
         self.line.clear();
         output::write_result(
             &mut self.line,
@@ -1273,9 +1287,21 @@ fn notes(task: &Task, outcome: &Outcome, max_output: usize) -> String {
     notes
 }
 
+/// A result line to write from its output's spool files.
+#[derive(Debug)]
+pub(crate) struct JsonResult {
+    id: String,
+    seq: u64,
+    outcome: Outcome,
+    attempts: u32,
+    max_output: usize,
+}
+
 /// What the writer thread writes.
 #[derive(Debug)]
 pub(crate) enum Out {
+    /// A result line, written piece by piece.
+    Json(Box<JsonResult>),
     /// Bytes for stdout, as they are (a JSON line, a `--dry-run` line).
     Stdout(Vec<u8>),
     /// Bytes for stderr.
@@ -1302,6 +1328,7 @@ impl LineSink {
             total: bytes.len() as u64,
             bytes,
             spool: None,
+            held: None,
         };
         let _ = self
             .tx
@@ -1383,6 +1410,9 @@ fn write_out(
     o: Out,
 ) -> std::io::Result<()> {
     match o {
+        Out::Json(r) => {
+            output::write_result_to(out, &r.id, r.seq, &r.outcome, r.attempts, r.max_output)
+        }
         Out::Stdout(bytes) => out.write_all(&bytes),
         Out::Stderr(bytes) => {
             let _ = err.write_all(&bytes);
@@ -1454,10 +1484,7 @@ impl Drop for Emitter {
 /// `--results`: the JSON result lines in a file, or GNU parallel's
 /// directory of each task's output.
 enum ResultsWriter {
-    Jsonl {
-        file: std::io::BufWriter<std::fs::File>,
-        line: String,
-    },
+    Jsonl(std::io::BufWriter<std::fs::File>),
     Dir(PathBuf),
 }
 
@@ -1467,10 +1494,7 @@ impl ResultsWriter {
             Results::Jsonl(path) => {
                 let file = std::fs::File::create(path)
                     .map_err(|e| format!("cannot write --results {}: {e}", path.display()))?;
-                Ok(ResultsWriter::Jsonl {
-                    file: std::io::BufWriter::new(file),
-                    line: String::new(),
-                })
+                Ok(ResultsWriter::Jsonl(std::io::BufWriter::new(file)))
             }
             Results::Dir(dir) => {
                 std::fs::create_dir_all(dir)
@@ -1487,13 +1511,15 @@ impl ResultsWriter {
         attempts: u32,
         max_output: usize,
     ) -> std::io::Result<()> {
-        use std::io::Write as _;
         match self {
-            ResultsWriter::Jsonl { file, line } => {
-                line.clear();
-                output::write_result(line, task.id.get(), task.seq, outcome, attempts, max_output);
-                file.write_all(line.as_bytes())
-            }
+            ResultsWriter::Jsonl(file) => output::write_result_to(
+                file,
+                task.id.get(),
+                task.seq,
+                outcome,
+                attempts,
+                max_output,
+            ),
             ResultsWriter::Dir(root) => {
                 let mut dir = root.clone();
                 let values = task.args.as_deref().unwrap_or(&[]);
@@ -1517,7 +1543,7 @@ impl ResultsWriter {
     fn finish(self) -> std::io::Result<()> {
         use std::io::Write as _;
         match self {
-            ResultsWriter::Jsonl { mut file, .. } => file.flush(),
+            ResultsWriter::Jsonl(mut file) => file.flush(),
             ResultsWriter::Dir(_) => Ok(()),
         }
     }

@@ -553,6 +553,7 @@ mod tests {
             bytes: text.as_bytes().to_vec(),
             total: text.len() as u64,
             spool: None,
+            held: None,
         })
     }
 
