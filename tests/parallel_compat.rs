@@ -42,9 +42,7 @@ const NOT_YET: &[&str] = &[
     "results_header_names",
     "header_names_columns",
     "header_names_sources",
-    // --er, --shellquote, {choose_k}, {uniq}.
-    "extension_replace",
-    "shellquote",
+    // {choose_k}, {uniq}.
     "plus_choose_k",
     "plus_uniq",
     // Without a COMMAND, standard input is JSON Lines of tasks unless

@@ -1400,3 +1400,62 @@ fn a_cut_output_is_said_on_stderr() {
         "{stderr}"
     );
 }
+
+/// Issue 20: `--memfree` and `--load` hold tasks back, and say why on
+/// stderr; `--bar` shows progress on a stderr that is no terminal.
+#[test]
+fn memfree_load_and_bar() {
+    // No machine has 1000 TiB available (a load average, on the other
+    // hand, can be 0.00 on an idle machine: --load is checked below by a
+    // limit that lets tasks run).
+    {
+        let args = ["--memfree", "1000T"];
+        let mut child = Command::new(HEARTH)
+            .arg("run")
+            .args(args)
+            .args(["echo", "ran", ":::", "x"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        stderr.read_line(&mut line).unwrap();
+        assert!(
+            line.contains("waiting to start more tasks"),
+            "{args:?}: {line}"
+        );
+        // SIGTERM: nothing was started, nothing ran.
+        rustix::process::kill_process(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::Signal::TERM,
+        )
+        .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(143), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing ran");
+    }
+    let ran = Command::new(HEARTH)
+        .args([
+            "run",
+            "--load",
+            "100000",
+            "--memfree",
+            "1k",
+            "echo",
+            ":::",
+            "ran",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&ran.stdout), "ran\n");
+    let ran = Command::new(HEARTH)
+        .args(["run", "--bar", "-j", "1", "sleep 1.2; : {}", ":::", "a"])
+        .output()
+        .unwrap();
+    assert_eq!(ran.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(stderr.contains("hearth run: 0/1 done (0%)"), "{stderr}");
+    assert!(stderr.contains("hearth run: 1/1 done (100%)"), "{stderr}");
+}

@@ -42,6 +42,8 @@ pub enum Grouping {
     /// `-X` and `-m`: as many as fit a command line, spread over the job
     /// slots when the input is shorter.
     Fill,
+    /// `--xargs`: as many as fit a command line.
+    FillLines,
 }
 
 /// Everything that decides a batch's arguments.
@@ -212,7 +214,21 @@ fn read_source(
     warned: &mut bool,
 ) -> Result<Vec<String>, String> {
     match source {
-        Source::Values(values) => Ok(values.clone()),
+        Source::Values(values) => {
+            // As parallel: -d splits them too, and -E ends them.
+            let split: Vec<String> = if delimiter == b'\n' || delimiter == 0 {
+                values.clone()
+            } else {
+                values
+                    .iter()
+                    .flat_map(|v| v.split(char::from(delimiter)).map(str::to_owned))
+                    .collect()
+            };
+            Ok(match &filter.eof {
+                Some(eof) => split.into_iter().take_while(|v| v != eof).collect(),
+                None => split,
+            })
+        }
         Source::File(path) => {
             let (mut reader, name) = open_file(path)?;
             let mut out = Vec::new();
@@ -284,15 +300,22 @@ impl ArgReader {
         } else {
             config.sources.clone()
         };
-        let read_all = config.read_all || config.shuffle || config.grouping == Grouping::Fill;
+        let read_all = config.read_all
+            || config.shuffle
+            || matches!(config.grouping, Grouping::Fill | Grouping::FillLines);
         let records = if sources.len() == 1 && !read_all {
             match &sources[0].source {
-                Source::Values(values) => Records::Listed(
-                    values
-                        .iter()
-                        .map(|v| vec![v.clone()])
-                        .collect::<Vec<_>>()
-                        .into_iter(),
+                Source::Values(_) => Records::Listed(
+                    read_source(
+                        &sources[0].source,
+                        config.delimiter,
+                        &filter,
+                        &mut warned_nul,
+                    )?
+                    .into_iter()
+                    .map(|v| vec![v])
+                    .collect::<Vec<_>>()
+                    .into_iter(),
                 ),
                 Source::File(path) => {
                     let (reader, name) = open_file(path)?;
@@ -365,6 +388,8 @@ impl ArgReader {
                     // An estimate: the line length may split them further.
                     n.div_ceil(per)
                 }
+                // An estimate too.
+                Grouping::FillLines => 1,
             };
             if read_all || sources.len() > 1 || matches!(sources[0].source, Source::Values(_)) {
                 reader.total = Some(jobs as u64);
@@ -440,7 +465,7 @@ impl ArgReader {
                 }
                 Ok(Some(values))
             }
-            Grouping::Fill => {
+            Grouping::Fill | Grouping::FillLines => {
                 let per = self.per_job.unwrap_or(usize::MAX);
                 let mut values: Vec<String> = Vec::new();
                 let mut len = 0;
@@ -459,6 +484,12 @@ impl ArgReader {
                         .sum();
                     if records > 0 && len + size >= self.max_line {
                         break;
+                    }
+                    if records == 0 && size >= self.max_line {
+                        return Err(format!(
+                            "an argument of {} bytes makes a command line longer than -s allows",
+                            size - 1
+                        ));
                     }
                     let record = self.next_record()?.expect("peeked");
                     len += size;

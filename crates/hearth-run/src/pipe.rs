@@ -270,10 +270,15 @@ impl Blocks {
     }
 }
 
-/// `--block`'s size, as GNU parallel reads it: `k`, `m`, `g`, `t` are
-/// powers of 1000, `K`, `M`, `G`, `T` of 1024; a fraction is allowed
-/// (`1.5M`).
+/// `--block`'s size: [`parse_size`], at most [`MAX_BLOCK`].
 pub fn parse_block(s: &str) -> Result<usize, String> {
+    let bytes = parse_size(s)?;
+    Ok(usize::try_from(bytes).unwrap_or(MAX_BLOCK).min(MAX_BLOCK))
+}
+
+/// A size as GNU parallel reads it: `k`, `m`, `g`, `t` are powers of
+/// 1000, `K`, `M`, `G`, `T` of 1024; a fraction is allowed (`1.5M`).
+pub fn parse_size(s: &str) -> Result<u64, String> {
     let bad = || format!("`{s}`: expected a size like 1M, 100k or 65536");
     let t = s.trim();
     let split = t
@@ -294,14 +299,10 @@ pub fn parse_block(s: &str) -> Result<usize, String> {
         _ => return Err(bad()),
     };
     let bytes = (n * factor).floor();
-    if !bytes.is_finite() || bytes < 1.0 {
+    if !bytes.is_finite() || bytes < 1.0 || bytes >= u64::MAX as f64 {
         return Err(bad());
     }
-    Ok(if bytes >= MAX_BLOCK as f64 {
-        MAX_BLOCK
-    } else {
-        bytes as usize
-    })
+    Ok(bytes as u64)
 }
 
 #[cfg(test)]
@@ -414,6 +415,7 @@ mod tests {
         assert_eq!(parse_block("1M"), Ok(1 << 20));
         assert_eq!(parse_block("1.5k"), Ok(1500));
         assert_eq!(parse_block("10G"), Ok(MAX_BLOCK));
+        assert_eq!(parse_size("10G"), Ok(10 << 30));
         assert!(parse_block("0").is_err());
         assert!(parse_block("lots").is_err());
     }

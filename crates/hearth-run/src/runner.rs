@@ -57,11 +57,20 @@ pub struct RunConfig {
     pub retries: u32,
     pub halt: Option<Halt>,
     pub joblog: Option<PathBuf>,
+    /// `--joblog +FILE`: add to the log whatever it lists.
+    pub joblog_append: bool,
     pub resume: Resume,
     /// Bytes of each output stream kept (`usize::MAX`: all of it).
     pub max_output: usize,
     /// Show a progress bar (when stderr is a terminal).
     pub progress: bool,
+    /// `--bar`: show progress even when stderr is no terminal, as a line
+    /// a second.
+    pub progress_always: bool,
+    /// `--memfree`: start a task only with this many bytes available.
+    pub memfree: Option<u64>,
+    /// `--load`: start a task only while the load average is below this.
+    pub load: Option<f64>,
     /// The worker pool for PHP jobs; none for shell tasks.
     pub php: Option<PoolConfig>,
     pub format: InputFormat,
@@ -86,6 +95,8 @@ pub struct OutputConfig {
     pub results: Option<Results>,
     /// `-v`: each task's command line before its output.
     pub verbose: bool,
+    /// `-t`: each task's command line on stderr as it starts.
+    pub trace: bool,
 }
 
 /// How a task's output reaches stdout in plain output.
@@ -519,7 +530,7 @@ pub(crate) fn open(config: &RunConfig, input: &Input, mixed: bool) -> Result<Ope
     };
     let log = match &config.joblog {
         Some(path) if !config.dry_run => {
-            if config.resume == Resume::No {
+            if config.resume == Resume::No && !config.joblog_append {
                 joblog::check_unused(path)?;
             }
             Some(
@@ -646,6 +657,9 @@ impl Prepared {
         let mut succeeded = 0u64;
         let mut slots = Slots::default();
         let mut next_start: Option<tokio::time::Instant> = None;
+        let mut waiting_for_resources = false;
+        let mut report =
+            ProgressLines::new(config.progress_always && !std::io::stderr().is_terminal());
         let jobs = config.jobs.max(1);
         let attempts_allowed = config.retries.max(1);
         let line_sink = emitter.writer.sender();
@@ -682,6 +696,9 @@ impl Prepared {
                     },
                 };
             }
+            if config.output.trace {
+                say!("{}", task.command_line());
+            }
             let abort = abort.clone();
             let executor = executor.clone();
             running.push(Box::pin(async move {
@@ -697,7 +714,20 @@ impl Prepared {
 
         loop {
             let now = tokio::time::Instant::now();
-            let may_start = next_start.is_none_or(|at| at <= now);
+            let mut may_start = next_start.is_none_or(|at| at <= now);
+            let would_start = starting && running.len() < jobs && (input_open || !retry.is_empty());
+            if may_start && would_start && (config.memfree.is_some() || config.load.is_some()) {
+                if let Some(why) = resources_short(config.memfree, config.load) {
+                    if !waiting_for_resources {
+                        progress.suspend(|| say!("hearth run: waiting to start more tasks: {why}"));
+                        waiting_for_resources = true;
+                    }
+                    next_start = Some(now + RESOURCES_EVERY);
+                    may_start = false;
+                } else {
+                    waiting_for_resources = false;
+                }
+            }
             while starting && may_start && running.len() < jobs {
                 let Some((task, order, attempts)) = retry.pop_front() else {
                     break;
@@ -844,6 +874,7 @@ impl Prepared {
                     None => input_open = false,
                 },
                 () = tokio::time::sleep_until(next_start.unwrap_or_else(tokio::time::Instant::now)), if delayed => {}
+                () = report.tick(), if report.on() => report.say(summary.finished, total, summary.failed),
                 _ = sigint.recv() => on_signal(libc_sig::INT, &mut summary, &mut starting, &abort_tx, running.len(), &progress),
                 _ = sigterm.recv() => on_signal(libc_sig::TERM, &mut summary, &mut starting, &abort_tx, running.len(), &progress),
                 // A closed terminal: like SIGTERM, rather than dying with tasks
@@ -861,6 +892,9 @@ impl Prepared {
             }
         }
         emitter.finish().await;
+        if report.on() {
+            report.say(summary.finished, total, summary.failed);
+        }
         progress.finish_and_clear();
         drop(emitter);
         drop(retry);
@@ -874,6 +908,92 @@ impl Prepared {
         executor.shutdown().await;
         summary.elapsed = clock.elapsed();
         Ok(summary)
+    }
+}
+
+/// How often `--memfree` and `--load` look again when they hold tasks
+/// back.
+const RESOURCES_EVERY: Duration = Duration::from_millis(250);
+
+/// Why no task may start now, by `--memfree` (`MemAvailable` of
+/// /proc/meminfo) and `--load` (the 1-minute load average).
+fn resources_short(memfree: Option<u64>, load: Option<f64>) -> Option<String> {
+    if let Some(want) = memfree {
+        let available = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|m| {
+                m.lines()
+                    .find_map(|l| l.strip_prefix("MemAvailable:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            })
+            .map(|kb| kb * 1024);
+        if let Some(available) = available.filter(|a| *a < want) {
+            return Some(format!(
+                "{} MiB of memory available, --memfree asks for {} MiB",
+                available >> 20,
+                want >> 20
+            ));
+        }
+    }
+    if let Some(max) = load {
+        let now = std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| {
+            l.split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<f64>().ok())
+        });
+        if let Some(now) = now.filter(|n| *n >= max) {
+            return Some(format!(
+                "the load average is {now:.2}, --load asks for below {max:.2}"
+            ));
+        }
+    }
+    None
+}
+
+/// `--bar`, `--eta` and `--progress` when stderr is no terminal: a line a
+/// second on stderr.
+struct ProgressLines {
+    on: bool,
+    next: tokio::time::Instant,
+    clock: Instant,
+}
+
+impl ProgressLines {
+    fn new(on: bool) -> ProgressLines {
+        ProgressLines {
+            on,
+            next: tokio::time::Instant::now() + Duration::from_secs(1),
+            clock: Instant::now(),
+        }
+    }
+
+    fn on(&self) -> bool {
+        self.on
+    }
+
+    /// Resolves at the next second's line.
+    async fn tick(&mut self) {
+        tokio::time::sleep_until(self.next).await;
+        self.next += Duration::from_secs(1);
+    }
+
+    fn say(&self, done: u64, total: Option<u64>, failed: u64) {
+        let secs = self.clock.elapsed().as_secs_f64().max(1e-3);
+        let rate = done as f64 / secs;
+        match total {
+            Some(t) if t > 0 => {
+                let eta = if rate > 0.0 {
+                    format!(", ETA {:.0}s", (t.saturating_sub(done)) as f64 / rate)
+                } else {
+                    String::new()
+                };
+                say!(
+                    "hearth run: {done}/{t} done ({:.0}%), {failed} failed, {rate:.1}/s{eta}",
+                    done as f64 * 100.0 / t as f64
+                );
+            }
+            _ => say!("hearth run: {done} done, {failed} failed, {rate:.1}/s"),
+        }
     }
 }
 

@@ -91,6 +91,7 @@ pub struct Template {
     total: bool,
     /// The COMMAND was empty: the arguments are the commands.
     empty: bool,
+    shellquote: bool,
 }
 
 /// The options of parallel that change how a COMMAND is read.
@@ -107,6 +108,11 @@ pub struct TemplateOptions {
     /// `--pipe`: the input goes to standard input, not to the end of the
     /// command.
     pub no_append: bool,
+    /// `--er STR`, `--bnr STR`...: STR stands for a replacement string,
+    /// given by what is inside its braces (`.`, `/`...).
+    pub renames: Vec<(String, &'static str)>,
+    /// `--shellquote`: the arguments are quoted even without a COMMAND.
+    pub shellquote: bool,
 }
 
 /// Shell builtins and keywords: a command line starting with one needs a
@@ -162,6 +168,7 @@ impl Template {
             slot,
             total,
             empty,
+            shellquote: options.shellquote,
         }
     }
 
@@ -226,7 +233,7 @@ impl Template {
     /// A value as it goes into the command line: quoted, except when the
     /// values are the commands.
     fn shell_word(&self, value: &str) -> String {
-        if self.empty {
+        if self.empty && !self.shellquote {
             value.to_owned()
         } else {
             quote(value)
@@ -353,6 +360,19 @@ fn parse_word(word: &str, options: &TemplateOptions) -> Word {
                 flush(&mut text, &mut pieces);
                 pieces.push(Piece::Arg(None, Op::Whole));
                 rest = after;
+                continue;
+            }
+        }
+        let renamed = options
+            .renames
+            .iter()
+            .filter(|(from, _)| !from.is_empty())
+            .find(|(from, _)| rest.starts_with(from.as_str()));
+        if let Some((from, inner)) = renamed {
+            if let Some(piece) = replacement(inner, options) {
+                flush(&mut text, &mut pieces);
+                pieces.push(piece);
+                rest = &rest[from.len()..];
                 continue;
             }
         }

@@ -72,7 +72,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::try_parse_from(with_parallel_options(std::env::args_os().collect())) {
         Ok(cli) => cli,
         // `hearth run` exits with 255 for a command line it refuses, as GNU
         // parallel does: its 2 means "2 tasks failed".
@@ -119,6 +119,27 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `hearth run`'s arguments with the options of `$PARALLEL` first, as GNU
+/// parallel reads that variable (words separated by white space).
+fn with_parallel_options(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let Some(options) = std::env::var_os("PARALLEL").filter(|o| !o.is_empty()) else {
+        return args;
+    };
+    if subcommand_given().as_deref() != Some("run") {
+        return args;
+    }
+    let Some(at) = args.iter().position(|a| a == "run") else {
+        return args;
+    };
+    let words: Vec<std::ffi::OsString> = options
+        .to_string_lossy()
+        .split_whitespace()
+        .map(Into::into)
+        .collect();
+    args.splice(at + 1..at + 1, words);
+    args
 }
 
 /// The subcommand named on the command line, found without clap (for when

@@ -47,7 +47,14 @@ pub struct RunOptions {
 
     /// Tasks to run at once: N, N% of the CPUs, +N or -N CPUs, 0 for as many as
     /// possible [default: the number of CPUs]
-    #[arg(short, long, value_name = "N", allow_hyphen_values = true)]
+    #[arg(
+        short,
+        long,
+        value_name = "N",
+        allow_hyphen_values = true,
+        short_alias = 'P',
+        visible_alias = "max-procs"
+    )]
     pub jobs: Option<values::Jobs>,
 
     /// Write results in input order, not completion order
@@ -71,13 +78,19 @@ pub struct RunOptions {
 
     /// Stop when tasks fail: "now" stops running tasks too, "soon" lets them
     /// finish; "now,fail=N", "soon,success=N", "now,done=N%" as GNU parallel
-    #[arg(long, visible_alias = "halt-on-error", value_name = "WHEN")]
+    #[arg(
+        long,
+        visible_alias = "halt-on-error",
+        value_name = "WHEN",
+        allow_hyphen_values = true
+    )]
     #[serde(skip)]
     pub halt: Option<Halt>,
 
     /// Write a line per finished task to FILE (GNU parallel's joblog format);
-    /// without --resume, a FILE that already lists tasks is refused
-    #[arg(long, value_name = "FILE")]
+    /// without --resume, a FILE that already lists tasks is refused; +FILE
+    /// appends to it
+    #[arg(long, visible_alias = "jl", value_name = "FILE")]
     #[serde(skip)]
     pub joblog: Option<PathBuf>,
 
@@ -101,11 +114,22 @@ pub struct RunOptions {
     #[serde(skip)]
     pub no_progress: bool,
 
-    /// Show a progress bar on a terminal (GNU parallel's --bar, --eta and
-    /// --progress)
+    /// Show progress on stderr: a bar on a terminal, else a line a second (GNU
+    /// parallel's --bar, --eta and --progress)
     #[arg(long, visible_aliases = ["eta", "progress"])]
     #[serde(skip)]
     pub bar: bool,
+
+    /// Start a task only while this much memory is available (MemAvailable)
+    #[arg(long, value_name = "SIZE")]
+    #[serde(skip)]
+    pub memfree: Option<String>,
+
+    /// Start a task only while the 1-minute load average is below N (or N% of
+    /// the CPUs)
+    #[arg(long, value_name = "N")]
+    #[serde(skip)]
+    pub load: Option<String>,
 
     /// Each input line is a command, run through /bin/sh -c (as GNU parallel
     /// without a COMMAND)
@@ -136,7 +160,7 @@ pub struct RunOptions {
     pub delimiter: Option<String>,
 
     /// Use STR for the whole argument instead of {}
-    #[arg(short = 'I', value_name = "STR")]
+    #[arg(short = 'I', value_name = "STR", allow_hyphen_values = true)]
     #[serde(skip)]
     pub replace: Option<String>,
 
@@ -156,10 +180,15 @@ pub struct RunOptions {
     #[serde(skip)]
     pub context_replace: bool,
 
-    /// As many arguments per task as fit
-    #[arg(short = 'm', long = "xargs")]
+    /// As many arguments per task as fit, spread over the job slots
+    #[arg(short = 'm')]
     #[serde(skip)]
     pub multiple: bool,
+
+    /// As many arguments per task as fit a command line
+    #[arg(long)]
+    #[serde(skip)]
+    pub xargs: bool,
 
     /// Split each argument into columns at REGEX, as {1}, {2}...
     #[arg(long, short = 'C', value_name = "REGEX")]
@@ -211,17 +240,56 @@ pub struct RunOptions {
     /// Also save each task's output: in DIR as GNU parallel lays it out
     /// (DIR/1/ARG/stdout, stderr, seq), or, for a PATH ending in .jsonl, as JSON
     /// result lines
-    #[arg(long, value_name = "DIR|FILE.jsonl")]
+    #[arg(long, visible_alias = "res", value_name = "DIR|FILE.jsonl")]
     #[serde(skip)]
     pub results: Option<PathBuf>,
 
-    /// Cut standard input into blocks, each the standard input of a task
+    /// Use STR instead of {.}
+    #[arg(long = "er", visible_alias = "extensionreplace", value_name = "STR")]
+    #[serde(skip)]
+    pub extension_replace: Option<String>,
+
+    /// Use STR instead of {/}
+    #[arg(long = "bnr", visible_alias = "basenamereplace", value_name = "STR")]
+    #[serde(skip)]
+    pub basename_replace: Option<String>,
+
+    /// Use STR instead of {//}
+    #[arg(long = "dnr", visible_alias = "dirnamereplace", value_name = "STR")]
+    #[serde(skip)]
+    pub dirname_replace: Option<String>,
+
+    /// Use STR instead of {/.}
+    #[arg(
+        long = "bner",
+        visible_alias = "basenameextensionreplace",
+        value_name = "STR"
+    )]
+    #[serde(skip)]
+    pub basename_extension_replace: Option<String>,
+
+    /// Use STR instead of {#}
+    #[arg(long, value_name = "STR")]
+    #[serde(skip)]
+    pub seqreplace: Option<String>,
+
+    /// Use STR instead of {%}
+    #[arg(long, value_name = "STR")]
+    #[serde(skip)]
+    pub slotreplace: Option<String>,
+
+    /// Print each argument quoted for the shell, and run nothing
     #[arg(long)]
+    #[serde(skip)]
+    pub shellquote: bool,
+
+    /// Cut standard input into blocks, each the standard input of a task
+    #[arg(long, visible_alias = "spreadstdin")]
     #[serde(skip)]
     pub pipe: bool,
 
     /// --pipe, reading the file of -a instead of standard input
-    #[arg(long)]
+    #[arg(long, visible_alias = "pipe-part")]
     #[serde(skip)]
     pub pipepart: bool,
 
@@ -232,7 +300,7 @@ pub struct RunOptions {
     pub block: Option<String>,
 
     /// With --pipe: a record is N lines; without: N input lines per task
-    #[arg(short = 'L', long, value_name = "N")]
+    #[arg(short = 'L', long, short_alias = 'l', value_name = "N")]
     #[serde(skip)]
     pub max_lines: Option<usize>,
 
@@ -247,7 +315,7 @@ pub struct RunOptions {
     pub recend: Option<String>,
 
     /// With --pipe: remove the record start and end at a block's edges
-    #[arg(long, visible_alias = "remove-rec-sep")]
+    #[arg(long, visible_aliases = ["remove-rec-sep", "removerecsep"])]
     #[serde(skip)]
     pub rrs: bool,
 
@@ -300,9 +368,14 @@ pub struct RunOptions {
     pub max_chars: Option<usize>,
 
     /// Print each task's command line on stdout before its output
-    #[arg(short = 'v', long)]
+    #[arg(short = 'v')]
     #[serde(skip)]
     pub verbose: bool,
+
+    /// Print each task's command line on stderr as it starts
+    #[arg(short = 't', long = "verbose")]
+    #[serde(skip)]
+    pub trace: bool,
 
     /// Print the command each task would run, and run nothing
     #[arg(long)]
@@ -367,6 +440,8 @@ impl Default for RunOptions {
             max_output: None,
             no_progress: false,
             bar: false,
+            memfree: None,
+            load: None,
             lines: false,
             json: false,
             arg_file: Vec::new(),
@@ -387,6 +462,13 @@ impl Default for RunOptions {
             tag: false,
             tagstring: None,
             results: None,
+            extension_replace: None,
+            basename_replace: None,
+            dirname_replace: None,
+            basename_extension_replace: None,
+            seqreplace: None,
+            slotreplace: None,
+            shellquote: false,
             pipe: false,
             pipepart: false,
             block: None,
@@ -404,6 +486,8 @@ impl Default for RunOptions {
             skip_first_line: false,
             max_chars: None,
             verbose: false,
+            trace: false,
+            xargs: false,
             dry_run: false,
             delay: None,
             shuf: false,
@@ -481,6 +565,12 @@ impl Section for RunOptions {
                 "reads the one file -a names: give -a FILE once",
             ));
         }
+        if self.header.is_some() && !(self.pipe || self.pipepart) {
+            return Err(Fault::new(
+                "header",
+                "takes the header of --pipe's input; naming the sources or columns by a first line ({name}) is not there yet",
+            ));
+        }
         for (field, on) in [
             ("block", self.block.is_some()),
             ("recstart", self.recstart.is_some()),
@@ -504,6 +594,7 @@ impl Section for RunOptions {
             ("max_args", self.max_args.is_some()),
             ("context_replace", self.context_replace),
             ("multiple", self.multiple),
+            ("xargs", self.xargs),
         ];
         if grouping.iter().filter(|(_, on)| *on).count() > 1 {
             let (first, _) = grouping.iter().find(|(_, on)| *on).expect("one is on");
@@ -674,6 +765,21 @@ pub fn read_words_with(words: &[String], dashdash: bool, args: &str, files: &str
     }
 }
 
+/// `--load`: a load average, or a share of the CPUs (`80%`).
+fn parse_load(s: &str) -> Result<f64, String> {
+    let bad = || format!("--load: `{s}`: expected a load average (4) or a share of the CPUs (80%)");
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let value = match s.strip_suffix('%') {
+        Some(p) => p.parse::<f64>().map_err(|_| bad())? * cpus / 100.0,
+        None => s.parse::<f64>().map_err(|_| bad())?,
+    };
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(bad())
+    }
+}
+
 /// `\n`, `\t`, `\0` and `\\` in `--recstart` and `--recend`, as
 /// parallel reads them.
 fn unescape(s: &str) -> String {
@@ -684,6 +790,22 @@ fn unescape(s: &str) -> String {
 }
 
 impl RunOptions {
+    /// `--er`, `--bnr`, `--dnr`, `--bner`, `--seqreplace`, `--slotreplace`:
+    /// each string and the replacement string it stands for.
+    fn renames(&self) -> Vec<(String, &'static str)> {
+        [
+            (&self.extension_replace, "."),
+            (&self.basename_replace, "/"),
+            (&self.dirname_replace, "//"),
+            (&self.basename_extension_replace, "/."),
+            (&self.seqreplace, "#"),
+            (&self.slotreplace, "%"),
+        ]
+        .into_iter()
+        .filter_map(|(given, inner)| given.clone().map(|s| (s, inner)))
+        .collect()
+    }
+
     /// Tasks at once: `jobs`, or one per CPU.
     pub fn jobs(&self) -> usize {
         let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -698,8 +820,20 @@ impl RunOptions {
         words: &Words,
         php: Option<PoolConfig>,
     ) -> Result<(RunConfig, Input), String> {
+        if words
+            .command
+            .iter()
+            .any(|w| w.contains("{=") && w.contains("=}"))
+        {
+            return Err(
+                "{= ... =}: Perl expressions in replacement strings are not supported; \
+                 use the shell in the COMMAND, or --plus's {:-STR}, {#STR}, {%STR}, {/A/B}"
+                    .to_owned(),
+            );
+        }
         let piped = self.pipe || self.pipepart;
-        let arguments = words.arguments || self.lines || !self.arg_file.is_empty() || piped;
+        let arguments =
+            words.arguments || self.lines || self.shellquote || !self.arg_file.is_empty() || piped;
         let input = match &words.file {
             Some(p) if p.as_os_str() != "-" && !arguments => Input::File(p.clone()),
             _ => Input::Stdin,
@@ -713,6 +847,8 @@ impl RunOptions {
                     quote: self.quote,
                     context: false,
                     no_append: !self.cat,
+                    renames: self.renames(),
+                    shellquote: self.shellquote,
                 },
             );
             let mut pipe = hearth_run::pipe::PipeConfig::default();
@@ -734,7 +870,7 @@ impl RunOptions {
                 Some(h) => Some(match h.parse::<usize>() {
                     Ok(n) => hearth_run::pipe::Header::Lines(n),
                     Err(_) => hearth_run::pipe::Header::Regex(
-                        regex::bytes::Regex::new(&format!("^(?s:{h})"))
+                        regex::bytes::Regex::new(&format!("^(?:{h})"))
                             .map_err(|e| format!("--header: not a regular expression: {e}"))?,
                     ),
                 }),
@@ -777,8 +913,13 @@ impl RunOptions {
                     replace: self.replace.clone(),
                     plus: self.plus,
                     quote: self.quote,
-                    context: self.context_replace,
+                    // -N and -L put each argument in the word around {}, as -X.
+                    context: self.context_replace
+                        || self.max_replace_args.is_some()
+                        || self.max_lines.is_some(),
                     no_append: false,
+                    renames: self.renames(),
+                    shellquote: self.shellquote,
                 },
             );
             let delimiter = match (&self.delimiter, self.null) {
@@ -802,6 +943,7 @@ impl RunOptions {
                         Grouping::Records(n)
                     }
                     _ if self.context_replace || self.multiple => Grouping::Fill,
+                    _ if self.xargs => Grouping::FillLines,
                     _ => Grouping::One,
                 },
                 read_all: template.uses_total() || percent,
@@ -850,6 +992,8 @@ impl RunOptions {
                         quote: true,
                         context: false,
                         no_append: true,
+                        renames: self.renames(),
+                        shellquote: false,
                     },
                 )))),
                 (None, true) => Some(Tag::Args),
@@ -866,6 +1010,7 @@ impl RunOptions {
             },
             results,
             verbose: self.verbose,
+            trace: self.trace,
         };
         let config = RunConfig {
             jobs: self.jobs(),
@@ -874,7 +1019,17 @@ impl RunOptions {
             kill_after: self.kill_after.0,
             retries: self.retries,
             halt: self.halt,
-            joblog: self.joblog.clone(),
+            joblog: self.joblog.as_ref().map(|p| {
+                match p.to_str().and_then(|s| s.strip_prefix('+')) {
+                    Some(rest) => PathBuf::from(rest),
+                    None => p.clone(),
+                }
+            }),
+            joblog_append: self
+                .joblog
+                .as_ref()
+                .and_then(|p| p.to_str())
+                .is_some_and(|s| s.starts_with('+')),
             resume: match (self.resume, self.resume_failed) {
                 (true, _) => Resume::Finished,
                 (_, true) => Resume::Succeeded,
@@ -882,11 +1037,22 @@ impl RunOptions {
             },
             max_output: self.max_output.map_or(usize::MAX, |s| s.as_usize()),
             progress: !self.no_progress,
+            progress_always: self.bar && !self.no_progress,
+            memfree: match &self.memfree {
+                Some(m) => {
+                    Some(hearth_run::pipe::parse_size(m).map_err(|e| format!("--memfree: {e}"))?)
+                }
+                None => None,
+            },
+            load: match &self.load {
+                Some(l) => Some(parse_load(l)?),
+                None => None,
+            },
             php,
             format,
             output,
             delay: self.delay.map(|d| d.0),
-            dry_run: self.dry_run,
+            dry_run: self.dry_run || self.shellquote,
         };
         Ok((config, input))
     }
