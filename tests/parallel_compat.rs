@@ -940,6 +940,13 @@ fn bad_input() {
             "hundred_thousand_args",
             "PAR -k -N 10000 echo ::: $(seq 100000)",
         ),
+        // A block larger than memory: both cap it at 2 GiB and say so; the
+        // input is small, so nothing is held.
+        ordered(
+            "block_larger_than_memory",
+            "seq 3 | PAR --pipe --block 100G cat",
+        ),
+        ordered("unbalanced_brace", "PAR -k echo '{' '{1' '{}}' ::: a"),
     ];
     check("bad_input", &cases, same_verdict);
 }

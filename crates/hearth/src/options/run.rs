@@ -279,7 +279,7 @@ pub struct RunOptions {
     pub slotreplace: Option<String>,
 
     /// Print each argument quoted for the shell, and run nothing
-    #[arg(long)]
+    #[arg(long, visible_alias = "shell-quote")]
     #[serde(skip)]
     pub shellquote: bool,
 
@@ -854,6 +854,12 @@ impl RunOptions {
             let mut pipe = hearth_run::pipe::PipeConfig::default();
             if let Some(block) = &self.block {
                 pipe.block = hearth_run::pipe::parse_block(block)?;
+                if hearth_run::pipe::parse_size(block)? > hearth_run::pipe::MAX_BLOCK as u64 {
+                    // As parallel: a block is at most 2 GiB.
+                    crate::say!(
+                        "hearth run: --block {block}: a block is at most 2 GiB (less a byte); using that"
+                    );
+                }
             }
             pipe.records = self.max_replace_args.or(self.max_args);
             pipe.lines = self.max_lines.unwrap_or(1);
