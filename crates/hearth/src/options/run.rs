@@ -741,10 +741,19 @@ pub fn read_words_with(words: &[String], dashdash: bool, args: &str, files: &str
             sources: Vec::new(),
             arguments: false,
         },
-        [file, dd, command @ ..] if dd == "--" && !dashdash => Words {
-            file: Some(PathBuf::from(file)),
-            ..command_words(command)
-        },
+        // `FILE -- COMMAND`: when FILE is a file and no program (`gzip --`
+        // is a COMMAND).
+        [file, dd, command @ ..]
+            if dd == "--"
+                && !dashdash
+                && (file == "-" || Path::new(file).is_file())
+                && !hearth_run::template::is_program(file) =>
+        {
+            Words {
+                file: Some(PathBuf::from(file)),
+                ..command_words(command)
+            }
+        }
         _ if dashdash => command_words(words),
         [one] => {
             let looks_like_a_command = one.contains(char::is_whitespace)

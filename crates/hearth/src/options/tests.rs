@@ -939,3 +939,65 @@ fn check_state_is_a_switch_for_worker_mode() {
     // A mixed site checks its worker script's requests.
     assert!(serve(&["w.php", "--root", "/srv/site", "--check-state"], None).is_ok());
 }
+
+/// Issue 20: the words after `hearth run`'s options are a FILE of JSON
+/// Lines, or GNU parallel's COMMAND and sources.
+#[test]
+fn run_words_are_a_file_or_a_command_and_its_sources() {
+    use super::run::{read_words, read_words_with};
+    use hearth_run::args::Source;
+    let w = |words: &[&str], dashdash: bool| {
+        let words: Vec<String> = words.iter().map(|s| s.to_string()).collect();
+        read_words(&words, dashdash)
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tasks.jsonl");
+    std::fs::write(&file, "").unwrap();
+    let file = file.to_str().unwrap();
+
+    let one = w(&[file], false);
+    assert_eq!(
+        (one.file.as_deref(), one.arguments),
+        (Some(std::path::Path::new(file)), false)
+    );
+    assert!(w(&["gzip"], false).arguments, "a program on PATH");
+    assert!(w(&["echo {} | tr a b"], false).arguments, "a command line");
+    assert!(
+        !w(&["missing.jsonl"], false).arguments,
+        "a file, to be refused"
+    );
+    assert!(w(&["missing.jsonl"], true).arguments, "after --, a COMMAND");
+
+    let sources = w(
+        &[
+            "echo", "{1}", ":::", "a", "b", ":::+", "1", "2", "::::", "f", "g",
+        ],
+        false,
+    );
+    assert_eq!(sources.command, ["echo", "{1}"]);
+    let kinds: Vec<(bool, bool)> = sources
+        .sources
+        .iter()
+        .map(|s| (matches!(s.source, Source::File(_)), s.linked))
+        .collect();
+    assert_eq!(
+        kinds,
+        [(false, false), (false, true), (true, false), (true, false)]
+    );
+
+    let legacy = w(&[file, "--", "wc", "-c"], false);
+    assert_eq!((legacy.file.is_some(), legacy.command.len()), (true, 2));
+    let not_a_file = w(&["gzip", "--"], false);
+    assert_eq!(
+        (not_a_file.file, not_a_file.command),
+        (None, vec!["gzip".to_owned(), "--".to_owned()])
+    );
+
+    let words: Vec<String> = ["echo", ",,", "a", ",,,,", "f"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let renamed = read_words_with(&words, false, ",,", ",,,,");
+    assert_eq!(renamed.command, ["echo"]);
+    assert_eq!(renamed.sources.len(), 2);
+}
