@@ -117,7 +117,8 @@ lint: deps-test
 
 ## Hearth against nginx + php-fpm, same machine, same run; the dashboard's
 ## cost under load (open, closed, no --admin); then `hearth run`
-## against the TaskRunner.php seed's process pools, Jobs::call() round trips
+## against the TaskRunner.php seed's process pools, `hearth run` against
+## GNU parallel and xargs -P on parallel's command lines, Jobs::call() round trips
 ## against php -r per call, and `hearth work` against Symfony Messenger and
 ## Laravel queue workers (see bench/README.md).
 bench: deps-bench ext
@@ -126,6 +127,7 @@ bench: deps-bench ext
 	python3 bench/recycle.py
 	python3 bench/dashboard.py
 	python3 bench/tasks.py
+	python3 bench/parallel.py
 	python3 bench/calls.py
 	python3 bench/jobs.py
 
