@@ -38,10 +38,6 @@ const THREADS: usize = 3;
 /// (issue 20 goes on): each group leaves them out and names them on
 /// stderr. `PAR_NOT_YET=1` runs these cases alone, to see what is left.
 const NOT_YET: &[&str] = &[
-    // --header naming the sources or columns ({f1}, {one}).
-    "results_header_names",
-    "header_names_columns",
-    "header_names_sources",
     // {choose_k}, {uniq}.
     "plus_choose_k",
     "plus_uniq",

@@ -97,6 +97,9 @@ pub struct OutputConfig {
     pub verbose: bool,
     /// `-t`: each task's command line on stderr as it starts.
     pub trace: bool,
+    /// `--header`: the names of the sources, for `--results DIR`'s
+    /// directories (else 1, 2...).
+    pub names: Vec<String>,
 }
 
 /// How a task's output reaches stdout in plain output.
@@ -627,7 +630,7 @@ impl Prepared {
         }
         let (writer, writer_thread) = Writer::start();
         let mut results = match &config.output.results {
-            Some(results) => Some(ResultsWriter::open(results)?),
+            Some(results) => Some(ResultsWriter::open(results, config.output.names.clone())?),
             None => None,
         };
 
@@ -1605,11 +1608,11 @@ impl Drop for Emitter {
 /// directory of each task's output.
 enum ResultsWriter {
     Jsonl(std::io::BufWriter<std::fs::File>),
-    Dir(PathBuf),
+    Dir(PathBuf, Vec<String>),
 }
 
 impl ResultsWriter {
-    fn open(results: &Results) -> Result<ResultsWriter, String> {
+    fn open(results: &Results, names: Vec<String>) -> Result<ResultsWriter, String> {
         match results {
             Results::Jsonl(path) => {
                 let file = std::fs::File::create(path)
@@ -1619,7 +1622,7 @@ impl ResultsWriter {
             Results::Dir(dir) => {
                 std::fs::create_dir_all(dir)
                     .map_err(|e| format!("cannot create --results {}: {e}", dir.display()))?;
-                Ok(ResultsWriter::Dir(dir.clone()))
+                Ok(ResultsWriter::Dir(dir.clone(), names))
             }
         }
     }
@@ -1640,11 +1643,14 @@ impl ResultsWriter {
                 attempts,
                 max_output,
             ),
-            ResultsWriter::Dir(root) => {
+            ResultsWriter::Dir(root, names) => {
                 let mut dir = root.clone();
                 let values = task.args.as_deref().unwrap_or(&[]);
                 for (i, v) in values.iter().enumerate() {
-                    dir.push((i + 1).to_string());
+                    match names.get(i) {
+                        Some(name) => dir.push(results_name(name)),
+                        None => dir.push((i + 1).to_string()),
+                    }
                     dir.push(results_name(v));
                 }
                 std::fs::create_dir_all(&dir)?;
@@ -1664,7 +1670,7 @@ impl ResultsWriter {
         use std::io::Write as _;
         match self {
             ResultsWriter::Jsonl(mut file) => file.flush(),
-            ResultsWriter::Dir(_) => Ok(()),
+            ResultsWriter::Dir(..) => Ok(()),
         }
     }
 }

@@ -113,6 +113,8 @@ pub struct TemplateOptions {
     pub renames: Vec<(String, &'static str)>,
     /// `--shellquote`: the arguments are quoted even without a COMMAND.
     pub shellquote: bool,
+    /// `--header`: the names of the sources (or columns), for `{name}`.
+    pub names: Vec<String>,
 }
 
 /// Shell builtins and keywords: a command line starting with one needs a
@@ -415,6 +417,21 @@ fn replacement(inner: &str, options: &TemplateOptions) -> Option<Piece> {
         "#" => return Some(Piece::Seq { padded: false }),
         "%" => return Some(Piece::Slot { padded: false }),
         _ => {}
+    }
+    // {name}, {name.}, {name/}... of `--header`.
+    for (i, name) in options.names.iter().enumerate() {
+        let Some(rest) = inner.strip_prefix(name.as_str()) else {
+            continue;
+        };
+        let op = match rest {
+            "" => Op::Whole,
+            "." => Op::NoExt,
+            "/" => Op::Base,
+            "//" => Op::Dir,
+            "/." => Op::BaseNoExt,
+            _ => continue,
+        };
+        return Some(Piece::Arg(Some(i as i64 + 1), op));
     }
     // {N}, {N.}, {N/}, {N//}, {N/.}, {-N}...
     let digits = inner.strip_prefix('-').unwrap_or(inner);

@@ -565,12 +565,6 @@ impl Section for RunOptions {
                 "reads the one file -a names: give -a FILE once",
             ));
         }
-        if self.header.is_some() && !(self.pipe || self.pipepart) {
-            return Err(Fault::new(
-                "header",
-                "takes the header of --pipe's input; naming the sources or columns by a first line ({name}) is not there yet",
-            ));
-        }
         for (field, on) in [
             ("block", self.block.is_some()),
             ("recstart", self.recstart.is_some()),
@@ -774,6 +768,41 @@ pub fn read_words_with(words: &[String], dashdash: bool, args: &str, files: &str
     }
 }
 
+/// `--header` without `--pipe`: takes the first argument of each `:::`
+/// source, and reads the first line of each file source (split at
+/// `colsep`), as the names of the values, in order. The file's first line
+/// is then skipped (`skip_first_line`).
+fn header_names(
+    sources: &mut [SourceSpec],
+    colsep: Option<&regex::Regex>,
+) -> Result<Vec<String>, String> {
+    let mut names = Vec::new();
+    for spec in sources.iter_mut() {
+        match &mut spec.source {
+            Source::Values(values) if !values.is_empty() => names.push(values.remove(0)),
+            Source::Values(_) => {}
+            Source::File(path) if path.as_os_str() == "-" => {
+                return Err("--header: names are read from ::: and :::: sources, not from standard input: give the file with :::: or -a".to_owned());
+            }
+            Source::File(path) => {
+                use std::io::BufRead as _;
+                let file = std::fs::File::open(&*path)
+                    .map_err(|e| format!("cannot read arguments from {}: {e}", path.display()))?;
+                let mut line = String::new();
+                std::io::BufReader::new(file)
+                    .read_line(&mut line)
+                    .map_err(|e| format!("cannot read arguments from {}: {e}", path.display()))?;
+                let line = line.trim_end_matches('\n');
+                match colsep {
+                    Some(sep) => names.extend(sep.split(line).map(str::to_owned)),
+                    None => names.push(line.to_owned()),
+                }
+            }
+        }
+    }
+    Ok(names)
+}
+
 /// `--load`: a load average, or a share of the CPUs (`80%`).
 fn parse_load(s: &str) -> Result<f64, String> {
     let bad = || format!("--load: `{s}`: expected a load average (4) or a share of the CPUs (80%)");
@@ -841,6 +870,8 @@ impl RunOptions {
             );
         }
         let piped = self.pipe || self.pipepart;
+        // --header's names of the sources, without --pipe.
+        let mut names: Vec<String> = Vec::new();
         let arguments =
             words.arguments || self.lines || self.shellquote || !self.arg_file.is_empty() || piped;
         let input = match &words.file {
@@ -858,6 +889,7 @@ impl RunOptions {
                     no_append: !self.cat,
                     renames: self.renames(),
                     shellquote: self.shellquote,
+                    names: Vec::new(),
                 },
             );
             let mut pipe = hearth_run::pipe::PipeConfig::default();
@@ -922,6 +954,15 @@ impl RunOptions {
                 });
             }
             sources.extend(words.sources.iter().cloned());
+            // --header: the first argument of each source (its first line's
+            // columns with --colsep) names it.
+            let colsep = match &self.colsep {
+                Some(sep) => Some(regex::Regex::new(sep).map_err(|e| format!("--colsep: {e}"))?),
+                None => None,
+            };
+            if self.header.is_some() {
+                names = header_names(&mut sources, colsep.as_ref())?;
+            }
             let template = Template::new(
                 &words.command,
                 &TemplateOptions {
@@ -935,6 +976,7 @@ impl RunOptions {
                     no_append: false,
                     renames: self.renames(),
                     shellquote: self.shellquote,
+                    names: names.clone(),
                 },
             );
             let delimiter = match (&self.delimiter, self.null) {
@@ -947,12 +989,7 @@ impl RunOptions {
                 sources,
                 link: self.link,
                 delimiter,
-                colsep: match &self.colsep {
-                    Some(sep) => {
-                        Some(regex::Regex::new(sep).map_err(|e| format!("--colsep: {e}"))?)
-                    }
-                    None => None,
-                },
+                colsep,
                 grouping: match (self.max_replace_args, self.max_args, self.max_lines) {
                     (Some(n), _, _) | (None, Some(n), _) | (None, None, Some(n)) => {
                         Grouping::Records(n)
@@ -972,7 +1009,7 @@ impl RunOptions {
                     Some("lr") | Some("rl") => Trim::Both,
                     _ => Trim::None,
                 },
-                skip_first_line: self.skip_first_line,
+                skip_first_line: self.skip_first_line || self.header.is_some(),
                 max_line: self.max_chars.map_or(hearth_run::args::MAX_LINE, |n| {
                     n.saturating_sub(template.base_len())
                 }),
@@ -1009,6 +1046,7 @@ impl RunOptions {
                         no_append: true,
                         renames: self.renames(),
                         shellquote: false,
+                        names: names.clone(),
                     },
                 )))),
                 (None, true) => Some(Tag::Args),
@@ -1026,6 +1064,7 @@ impl RunOptions {
             results,
             verbose: self.verbose,
             trace: self.trace,
+            names,
         };
         let config = RunConfig {
             jobs: self.jobs(),
