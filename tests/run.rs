@@ -1297,10 +1297,15 @@ fn a_bootstrap_that_fails_is_reported() {
 /// Peak resident memory of `hearth run ARGS` (its VmHWM, read until it
 /// exits), its stdout and its exit status.
 fn peak_memory(args: &[&str]) -> (u64, Vec<u8>, Option<i32>) {
+    peak_memory_with(args, Stdio::null())
+}
+
+/// [`peak_memory`] with `stdin` as the runner's standard input.
+fn peak_memory_with(args: &[&str], stdin: Stdio) -> (u64, Vec<u8>, Option<i32>) {
     let mut child = Command::new(HEARTH)
         .arg("run")
         .args(args)
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -1458,4 +1463,56 @@ fn memfree_load_and_bar() {
     let stderr = String::from_utf8_lossy(&ran.stderr);
     assert!(stderr.contains("hearth run: 0/1 done (0%)"), "{stderr}");
     assert!(stderr.contains("hearth run: 1/1 done (100%)"), "{stderr}");
+}
+
+/// Issue 20: `--pipe` over 100 MB in 10 MB blocks holds about one block:
+/// the others wait in temporary files that the tasks read themselves, and
+/// a retried task reads its block again from the start.
+#[test]
+fn pipe_blocks_cost_one_block_of_memory_and_retries_read_them_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("input");
+    let line = [b'x'; 99];
+    let mut data = Vec::with_capacity(100_000_000);
+    for _ in 0..1_000_000 {
+        data.extend_from_slice(&line);
+        data.push(b'\n');
+    }
+    std::fs::write(&input, &data).unwrap();
+    let (peak, out, code) = peak_memory_with(
+        &["-j", "2", "--pipe", "--block", "10M", "wc", "-l"],
+        Stdio::from(std::fs::File::open(&input).unwrap()),
+    );
+    assert_eq!(code, Some(0));
+    let lines: u64 = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(lines, 1_000_000);
+    assert!(peak < 40 << 20, "peak {} MiB", peak >> 20);
+
+    // Each block's first attempt fails after reading it all.
+    let marks = dir.path().join("marks");
+    std::fs::create_dir(&marks).unwrap();
+    let task = format!(
+        "n=$(wc -l); if [ ! -e {m}/{{#}} ]; then touch {m}/{{#}}; exit 1; fi; echo $n",
+        m = marks.display()
+    );
+    let (_, out, code) = peak_memory_with(
+        &["-k", "--pipe", "--block", "1M", "--retries", "2", &task],
+        Stdio::from(std::fs::File::open(&input).unwrap()),
+    );
+    assert_eq!(code, Some(0));
+    let counts: Vec<u64> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(
+        counts.iter().sum::<u64>(),
+        1_000_000,
+        "every block whole on its retry"
+    );
+    assert!(counts.len() > 50);
 }

@@ -23,6 +23,9 @@ use crate::task::{Stream, Task, Work};
 /// goes to a temporary file.
 pub const SPOOL_AT: usize = 1 << 20;
 
+/// The size asked for a task's stdout pipe.
+const PIPE_SIZE: usize = 256 << 10;
+
 /// How every attempt is run.
 #[derive(Debug, Clone, Copy)]
 pub struct ExecOptions {
@@ -81,10 +84,22 @@ pub async fn run(task: &Task, options: &ExecOptions, mut abort: watch::Receiver<
     };
     command
         .envs(task.env.iter().map(|(k, v)| (k, v)))
-        .stdin(if task.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
+        .stdin(match (&task.stdin_file, &task.stdin) {
+            (Some(file), _) => {
+                use std::io::Seek as _;
+                // Each attempt reads it from the start.
+                match file.try_clone().and_then(|mut f| f.rewind().map(|()| f)) {
+                    Ok(f) => Stdio::from(f),
+                    Err(e) => {
+                        return Outcome::not_started(
+                            format!("cannot give the task its input: {e}"),
+                            started,
+                        )
+                    }
+                }
+            }
+            (None, Some(_)) => Stdio::piped(),
+            (None, None) => Stdio::null(),
         })
         .stdout(out)
         .stderr(err)
@@ -110,6 +125,12 @@ pub async fn run(task: &Task, options: &ExecOptions, mut abort: watch::Receiver<
     let group = child.id().and_then(|pid| i32::try_from(pid).ok());
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
+    if let Some(out) = &stdout {
+        // A larger pipe lets a task write its output in fewer wake-ups of
+        // both sides; past the system's limits the kernel refuses, and the
+        // default (64 KiB) stays.
+        let _ = rustix::pipe::fcntl_setpipe_size(out, PIPE_SIZE);
+    }
     let stderr = child.stderr.take();
     let input = task.stdin.as_deref();
     let feed = async move {

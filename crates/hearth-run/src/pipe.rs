@@ -210,7 +210,10 @@ impl Blocks {
         if cut == 0 {
             return Ok(None);
         }
-        let mut block: Vec<u8> = self.buf.drain(..cut).collect();
+        // The block leaves the buffer without a copy; what follows it (at
+        // most a read's worth) is copied.
+        let rest = self.buf.split_off(cut);
+        let mut block = std::mem::replace(&mut self.buf, rest);
         if self.config.remove_separators {
             if let Some(start) = &self.config.recstart {
                 if block.starts_with(start) {
@@ -240,6 +243,9 @@ impl Blocks {
     /// Where a block of at most `--block` bytes of whole records ends.
     fn cut_by_size(&mut self) -> std::io::Result<usize> {
         let size = self.config.block.max(1);
+        // One allocation of the block's size, not a doubling past it.
+        self.buf
+            .reserve_exact((size + READ).saturating_sub(self.buf.len()));
         while self.buf.len() <= size && self.fill()? {}
         let top = size.min(self.buf.len());
         let lines = self.config.lines.max(1);

@@ -1190,6 +1190,18 @@ pub(crate) fn read_args(
     let _ = tx.blocking_send(Item::End(seq));
 }
 
+/// Blocks this large go to the task through a temporary file.
+const FILE_BLOCK: usize = 64 << 10;
+
+/// A block in an unnamed temporary file, rewound.
+fn write_block(block: &[u8]) -> std::io::Result<std::fs::File> {
+    use std::io::{Seek as _, Write as _};
+    let mut file = tempfile::tempfile()?;
+    file.write_all(block)?;
+    file.rewind()?;
+    Ok(file)
+}
+
 /// The reader thread of `--pipe`: makes each block a task's standard
 /// input (with `--cat`, a file whose name is `{}`).
 pub(crate) fn read_blocks(
@@ -1227,6 +1239,20 @@ pub(crate) fn read_blocks(
             }
             None => (Vec::new(), Some(block)),
         };
+        // A large block waits in a temporary file, which the task reads
+        // itself: memory holds one block, the one being cut.
+        let (stdin, stdin_file) = match stdin {
+            Some(block) if block.len() >= FILE_BLOCK => match write_block(&block) {
+                Ok(file) => (None, Some(Arc::new(file))),
+                Err(e) => {
+                    let _ = tx.blocking_send(Item::Error(format!(
+                        "--pipe: cannot keep a block in a temporary file: {e}"
+                    )));
+                    return;
+                }
+            },
+            other => (other, None),
+        };
         let job = JobArgs {
             values: &values,
             seq,
@@ -1236,6 +1262,7 @@ pub(crate) fn read_blocks(
         let task = Task {
             shown: Some(template.line(&job)),
             stdin,
+            stdin_file,
             args: Some(Arc::from(values.clone())),
             ..Task::new(seq, default_id(seq), template.work(&job))
         };

@@ -39,6 +39,9 @@ pub struct Task {
     pub shown: Option<String>,
     /// Where its output goes while it runs.
     pub stream: Stream,
+    /// Its standard input, from a file (a `--pipe` block): read by the task
+    /// itself, so `hearth run` holds none of it.
+    pub stdin_file: Option<std::sync::Arc<std::fs::File>>,
 }
 
 /// Where a task's output goes while it runs.
@@ -89,6 +92,7 @@ impl Task {
             args: None,
             shown: None,
             stream: Stream::Capture,
+            stdin_file: None,
         }
     }
 
@@ -143,7 +147,15 @@ impl Task {
         if let Some(cwd) = &self.cwd {
             line.insert("cwd".into(), cwd.to_string_lossy().into_owned().into());
         }
-        if let Some(stdin) = &self.stdin {
+        let from_file = self.stdin_file.as_ref().map(|file| {
+            use std::os::unix::fs::FileExt as _;
+            let len = file.metadata().map_or(0, |m| m.len());
+            let mut bytes = vec![0; usize::try_from(len).unwrap_or(0)];
+            let read = file.read_at(&mut bytes, 0).unwrap_or(0);
+            bytes.truncate(read);
+            bytes
+        });
+        if let Some(stdin) = self.stdin.as_ref().or(from_file.as_ref()) {
             line.insert(
                 "stdin".into(),
                 Value::String(String::from_utf8_lossy(stdin).into_owned()),
