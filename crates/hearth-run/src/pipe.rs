@@ -10,8 +10,9 @@
 //! size. `--header` puts the input's first lines (or what a regular
 //! expression matches at its start) before every block.
 //!
-//! Memory: the reader holds at most one block and what it has read past
-//! it; the runner holds the blocks of the running tasks and one waiting.
+//! Memory: the reader holds the block it is cutting and what it has read
+//! past it; a block of 64 KiB or more then waits in a temporary file that
+//! its task reads itself (see the runner's `read_blocks`).
 //!
 //! Written by hand: no crate cuts a stream at parallel's record boundaries.
 
