@@ -150,6 +150,10 @@ final class RedisServer
             '--dir', $this->dir,
             '--save', '',
             '--appendonly', 'yes',
+            // Every write reaches the file before its reply: with the
+            // default (everysec), a write waiting for a slow fsync is
+            // lost to the SIGKILL of restart().
+            '--appendfsync', 'always',
             '--daemonize', 'no',
             '--logfile', "{$this->dir}/redis.log",
             ...$this->args,

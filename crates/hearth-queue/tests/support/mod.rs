@@ -41,7 +41,19 @@ impl RedisServer {
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .arg("--dir")
             .arg(self.dir.path())
-            .args(["--save", "", "--appendonly", "yes", "--daemonize", "no"])
+            // `appendfsync always`: every write reaches the file before its
+            // reply; with everysec, a write waiting for a slow fsync is lost
+            // to the SIGKILL of a restart test.
+            .args([
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--daemonize",
+                "no",
+            ])
             .arg("--logfile")
             .arg(self.dir.path().join("redis.log"))
             .stdin(Stdio::null())
