@@ -16,7 +16,9 @@ pub(crate) const AFTER_HELP: &str = "\
 Input lines look like {\"id\": 1, \"cmd\": \"gzip -k a.log\"} or
 {\"id\": 2, \"argv\": [\"gzip\", \"-k\", \"b.log\"]} (optional: env, cwd, stdin,
 timeout); with --php-bootstrap, also {\"id\": 3, \"call\":
-\"App\\\\Jobs\\\\resize\", \"args\": [\"a.jpg\", 200]}. Each finished task writes one JSON line to stdout.
+\"App\\\\Jobs\\\\resize\", \"args\": [\"a.jpg\", 200]}. Each finished task writes one JSON line to
+stdout. With a COMMAND (GNU parallel's command line), each task's own
+output is printed instead, as parallel prints it (--json: JSON lines).
 With --queue URL, the tasks run as jobs on the hosts that run `hearth work
 --queue URL`, and their results come back here as the same lines.
 
@@ -29,6 +31,9 @@ Exit status (as GNU parallel's):
             unusable input, a FILE or job log that cannot be read or
             written, PHP workers that fail to boot (stderr says which)
   128+N     stopped by signal N: 129 SIGHUP, 130 SIGINT, 143 SIGTERM
+With --halt, as GNU parallel: after fail=1, the failed task's own
+status; after success=N, 0; with fail=N%, the share of tasks that
+failed, in percent.
 
 See docs/task-runner.md.";
 

@@ -320,7 +320,8 @@ pub struct RunOptions {
     pub rrs: bool,
 
     /// With --pipe: the first N lines (or what the regular expression matches at
-    /// the start) go before every block
+    /// the start) go before every block; without: the first argument of each
+    /// source (the first line of each file) names it, as {name}
     #[arg(long, value_name = "N|REGEX")]
     #[serde(skip)]
     pub header: Option<String>,
@@ -362,7 +363,7 @@ pub struct RunOptions {
     #[serde(skip)]
     pub skip_first_line: bool,
 
-    /// With -X and -m: command lines of at most N characters
+    /// With -X, -m and --xargs: command lines of at most N characters
     #[arg(short = 's', long, value_name = "N")]
     #[serde(skip)]
     pub max_chars: Option<usize>,
