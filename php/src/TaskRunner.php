@@ -414,9 +414,9 @@ final class TaskRunner
         if ($this->resumeFailed) {
             $command[] = '--resume-failed';
         }
-        if ($this->maxOutput !== null) {
-            $command[] = '--max-output=' . $this->maxOutput;
-        }
+        // A result is read whole into this PHP process: its output is
+        // capped (16M unless told), where `hearth run` alone keeps it all.
+        $command[] = '--max-output=' . ($this->maxOutput ?? '16M');
         $command[] = '-';
         return $command;
     }

@@ -239,11 +239,8 @@ async fn drain(
     loop {
         let kept = captured.bytes.len() as u64 + spool.as_ref().map_or(0, |s| s.1);
         let room = (max as u64).saturating_sub(kept);
-        let n = match stream.read(&mut scratch).await {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
+        let Some(n) = read_some(&mut stream, &mut scratch).await else {
+            break;
         };
         captured.total += n as u64;
         // Past the cap: read on (the task must not block) and drop it.
@@ -303,6 +300,19 @@ async fn drain(
     captured
 }
 
+/// Reads what is there into `buf`: `None` at the end of the stream, or
+/// when it fails (a task's output ends either way).
+async fn read_some(stream: &mut (impl AsyncRead + Unpin), buf: &mut [u8]) -> Option<usize> {
+    loop {
+        match stream.read(buf).await {
+            Ok(0) => return None,
+            Ok(n) => return Some(n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+    }
+}
+
 /// The longest line `--line-buffer` holds back waiting for its end; a
 /// longer one goes out in pieces.
 const MAX_LINE: usize = 1 << 20;
@@ -317,11 +327,8 @@ async fn drain_lines(
     let mut partial: Vec<u8> = Vec::new();
     let mut scratch = vec![0; 65536];
     loop {
-        let n = match stream.read(&mut scratch).await {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => break,
+        let Some(n) = read_some(&mut stream, &mut scratch).await else {
+            break;
         };
         captured.total += n as u64;
         partial.extend_from_slice(&scratch[..n]);

@@ -682,8 +682,9 @@ impl Prepared {
                         slot: task.slot,
                         total,
                     };
-                    task.work = template.work(&job);
-                    task.shown = Some(template.line(&job));
+                    let (work, line) = template.render(&job);
+                    task.work = work;
+                    task.shown = Some(line);
                 }
             }
             if !config.output.json {
@@ -771,19 +772,20 @@ impl Prepared {
                     }
                     summary.finished += 1;
                     let failed = !outcome.succeeded();
+                    let own = own_status(&outcome);
                     if let Some(results) = &mut results {
                         if let Err(e) = results.record(&task, &outcome, attempts, config.max_output) {
                             progress.suspend(|| say!("hearth run: cannot write --results: {e}"));
                         }
                     }
                     if config.output.json {
-                        emitter.result(order, &task, &outcome, attempts, config.max_output).await;
+                        emitter.result(order, &task, outcome, attempts, config.max_output).await;
                     } else if matches!(config.output.results, Some(Results::Dir(_))) {
                         // As parallel: the output is in the directory only.
                         emitter.nothing(order).await;
                     } else {
                         let prefix = tag_of(&config.output.tag, &task, total);
-                        emitter.plain(order, &task, outcome.clone(), prefix, config.max_output, config.output.verbose).await;
+                        emitter.plain(order, &task, outcome, prefix, config.max_output, config.output.verbose).await;
                     }
                     progress.inc(1);
                     if failed {
@@ -807,7 +809,7 @@ impl Prepared {
                             summary.halted = true;
                             starting = false;
                             summary.halt_status = match (halt.on, halt.limit) {
-                                (HaltOn::Fail, HaltLimit::Count(1)) => Some(own_status(&outcome)),
+                                (HaltOn::Fail, HaltLimit::Count(1)) => Some(own),
                                 (HaltOn::Success, _) => Some(0),
                                 _ => None,
                             };
@@ -1175,9 +1177,10 @@ pub(crate) fn read_args(
             slot: 1,
             total,
         };
+        let (work, line) = template.render(&job);
         let task = Task {
-            shown: Some(template.line(&job)),
-            ..Task::new(seq, default_id(seq), template.work(&job))
+            shown: Some(line),
+            ..Task::new(seq, default_id(seq), work)
         };
         let task = Task {
             args: Some(Arc::from(values)),
@@ -1259,12 +1262,13 @@ pub(crate) fn read_blocks(
             slot: 1,
             total: None,
         };
+        let (work, line) = template.render(&job);
         let task = Task {
-            shown: Some(template.line(&job)),
+            shown: Some(line),
             stdin,
             stdin_file,
             args: Some(Arc::from(values.clone())),
-            ..Task::new(seq, default_id(seq), template.work(&job))
+            ..Task::new(seq, default_id(seq), work)
         };
         if tx.blocking_send(skip_or_run(task, done, resume)).is_err() {
             return;
@@ -1288,7 +1292,7 @@ impl Emitter {
         &mut self,
         order: u64,
         task: &Task,
-        outcome: &Outcome,
+        outcome: Outcome,
         attempts: u32,
         max_output: usize,
     ) {
@@ -1299,7 +1303,7 @@ impl Emitter {
             let result = JsonResult {
                 id: task.id.get().to_owned(),
                 seq: task.seq,
-                outcome: outcome.clone(),
+                outcome,
                 attempts,
                 max_output,
             };
@@ -1311,7 +1315,7 @@ impl Emitter {
             &mut self.line,
             task.id.get(),
             task.seq,
-            outcome,
+            &outcome,
             attempts,
             max_output,
         );

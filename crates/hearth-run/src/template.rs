@@ -250,14 +250,18 @@ impl Template {
 
     /// What the task runs.
     pub fn work(&self, job: &JobArgs<'_>) -> Work {
+        self.render(job).0
+    }
+
+    /// What the task runs, and its command line: made once when the shell
+    /// runs that line.
+    pub fn render(&self, job: &JobArgs<'_>) -> (Work, String) {
+        let line = self.line(job);
         if self.shell {
-            return Work::Argv(vec![
-                self.shell_program.clone(),
-                "-c".to_owned(),
-                self.line(job),
-            ]);
+            let argv = vec![self.shell_program.clone(), "-c".to_owned(), line.clone()];
+            return (Work::Argv(argv), line);
         }
-        Work::Argv(self.argv(job))
+        (Work::Argv(self.argv(job)), line)
     }
 
     /// The words with the arguments put in as they are, each its own

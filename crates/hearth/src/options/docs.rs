@@ -232,6 +232,8 @@ fn type_of(arg: Option<&Arg>, default: &Value) -> String {
         "string `\"IP:PORT\"` or `\"unix:PATH\"`".to_owned()
     } else if parser == TypeId::of::<Proxy>() {
         "string (address, network or `unix:`)".to_owned()
+    } else if parser == TypeId::of::<super::values::Jobs>() {
+        "integer, or string (`\"50%\"`, `\"+1\"`)".to_owned()
     } else if parser == TypeId::of::<bool>() {
         "boolean".to_owned()
     } else if parser == TypeId::of::<PathBuf>() {
