@@ -63,6 +63,15 @@ final class WorkerTest extends TestCase
         self::assertFalse(Worker::isManaged());
     }
 
+    public function testEarlyHintsSendNothingOutsideHearth(): void
+    {
+        // PHPUnit runs under the CLI, where FrankenPHP's headers_send() is
+        // not defined either.
+        self::assertFalse(function_exists('headers_send'));
+        self::assertFalse(\Hearth\early_hints('</app.css>; rel=preload; as=style'));
+        self::assertSame([], headers_list());
+    }
+
     public function testAWorkerStartedByAHearthOfAnotherProtocolSaysSoAndExits(): void
     {
         $env = getenv();

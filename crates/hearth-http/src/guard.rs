@@ -23,8 +23,8 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -73,6 +73,43 @@ pub(crate) struct Shared {
     /// in order. Only heads in hyper's read buffer are here, so its size
     /// bounds them.
     targets: Mutex<VecDeque<(u64, RawTarget)>>,
+    /// The socket, for interim responses (103 Early Hints) written between
+    /// hyper's: set on HTTP/1.1 connections only.
+    interim: OnceLock<InterimSocket>,
+    /// Whether hyper has written something it has not flushed since. An
+    /// interim response may go out only when this is false: hyper's buffer
+    /// is then empty, and nothing of an earlier response can follow it.
+    unflushed: AtomicBool,
+}
+
+/// The socket of an HTTP/1.1 connection as an interim response writes it.
+///
+/// hyper has no way to send a 1xx response other than `100 Continue` from
+/// a server (its API takes one response per request), so Hearth writes a
+/// 103 on the socket itself while hyper waits for the request's response:
+/// hyper writes nothing on the connection then, and the 103 goes out whole
+/// before the final head, as RFC 9110 has it.
+trait Interim: Send + Sync {
+    fn poll_write(&self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>>;
+    fn poll_flush(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+}
+
+struct InterimSocket(Arc<dyn Interim>);
+
+impl std::fmt::Debug for InterimSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("InterimSocket")
+    }
+}
+
+impl<T: AsyncWrite + Unpin + Send> Interim for Mutex<T> {
+    fn poll_write(&self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut *lock(self)).poll_write(cx, data)
+    }
+
+    fn poll_flush(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *lock(self)).poll_flush(cx)
+    }
 }
 
 /// What the service learns about a request when it begins.
@@ -144,6 +181,31 @@ impl Shared {
     fn idle(&self) -> bool {
         self.done.load(Ordering::Acquire) >= self.heads.load(Ordering::Acquire)
     }
+
+    /// Writes `head`, an interim response, on the connection before the
+    /// response of the request in flight. False when it cannot go now: an
+    /// HTTP/2 connection (hyper has no interim responses there), or hyper
+    /// still holds bytes of an earlier response (pipelined requests).
+    /// An error means the connection is broken (the send timeout applies,
+    /// as the socket is the one hyper writes through).
+    pub async fn send_interim(&self, head: &[u8]) -> io::Result<bool> {
+        let Some(InterimSocket(socket)) = self.interim.get() else {
+            return Ok(false);
+        };
+        if self.unflushed.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        let mut at = 0;
+        while at < head.len() {
+            let n = std::future::poll_fn(|cx| socket.poll_write(cx, &head[at..])).await?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            at += n;
+        }
+        std::future::poll_fn(|cx| socket.poll_flush(cx)).await?;
+        Ok(true)
+    }
 }
 
 /// A response body that marks the end of its request when dropped.
@@ -195,7 +257,9 @@ enum Wait {
 /// The socket of one connection, guarded.
 #[derive(Debug)]
 pub(crate) struct GuardedIo<T> {
-    inner: T,
+    /// Shared with [`Shared::send_interim`]; only one of the two writes at
+    /// a time, so the lock is never contended.
+    inner: Arc<Mutex<T>>,
     framer: Framer,
     shared: Arc<Shared>,
     timeouts: Timeouts,
@@ -234,6 +298,23 @@ enum Closed {
     Eof,
 }
 
+impl<T: AsyncWrite + Unpin + Send + 'static> GuardedIo<T> {
+    /// The socket of an HTTP/1.1 connection, on which interim responses
+    /// may be written (see [`Shared::send_interim`]).
+    pub fn http1(
+        inner: T,
+        limits: Limits,
+        timeouts: Timeouts,
+        shared: Arc<Shared>,
+        remote: Peer,
+    ) -> GuardedIo<T> {
+        let io = GuardedIo::new(inner, limits, timeouts, shared, remote);
+        let socket: Arc<dyn Interim> = io.inner.clone();
+        let _ = io.shared.interim.set(InterimSocket(socket));
+        io
+    }
+}
+
 impl<T> GuardedIo<T> {
     pub fn new(
         inner: T,
@@ -244,7 +325,7 @@ impl<T> GuardedIo<T> {
     ) -> GuardedIo<T> {
         let now = Instant::now();
         GuardedIo {
-            inner,
+            inner: Arc::new(Mutex::new(inner)),
             framer: Framer::new(limits),
             shared,
             timeouts,
@@ -441,7 +522,9 @@ impl<T: AsyncRead + Unpin> AsyncRead for GuardedIo<T> {
             let was_empty = this.buf.is_empty();
             // Straight into the buffer's spare room: no zeroed scratch, no copy.
             this.buf.reserve(8192);
-            match tokio_util::io::poll_read_buf(Pin::new(&mut this.inner), cx, &mut this.buf) {
+            let read =
+                tokio_util::io::poll_read_buf(Pin::new(&mut *lock(&this.inner)), cx, &mut this.buf);
+            match read {
                 Poll::Ready(Ok(n)) => {
                     if n == 0 {
                         // End of input: what is held back (a partial head)
@@ -474,7 +557,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, data)
+        self.shared.unflushed.store(true, Ordering::Release);
+        Pin::new(&mut *lock(&self.inner)).poll_write(cx, data)
     }
 
     fn poll_write_vectored(
@@ -482,15 +566,22 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        self.shared.unflushed.store(true, Ordering::Release);
+        Pin::new(&mut *lock(&self.inner)).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        lock(&self.inner).is_write_vectored()
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        // hyper flushes after writing out its buffer: once this is done,
+        // it holds nothing of a response.
+        let flushed = Pin::new(&mut *lock(&self.inner)).poll_flush(cx);
+        if let Poll::Ready(Ok(())) = flushed {
+            self.shared.unflushed.store(false, Ordering::Release);
+        }
+        flushed
     }
 
     /// After a refusal, shuts the write side and drains what the client
@@ -499,10 +590,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if this.closed != Some(Closed::Refused) {
-            return Pin::new(&mut this.inner).poll_shutdown(cx);
+            return Pin::new(&mut *lock(&this.inner)).poll_shutdown(cx);
         }
         if this.linger.is_none() {
-            std::task::ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
+            std::task::ready!(Pin::new(&mut *lock(&this.inner)).poll_shutdown(cx))?;
             let deadline = Instant::now() + LINGER;
             this.sleep.as_mut().reset(deadline);
             this.armed = Some(deadline);
@@ -517,7 +608,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
                 return Poll::Ready(Ok(()));
             }
             let mut read = ReadBuf::new(&mut scratch);
-            match Pin::new(&mut this.inner).poll_read(cx, &mut read) {
+            let drained_read = Pin::new(&mut *lock(&this.inner)).poll_read(cx, &mut read);
+            match drained_read {
                 Poll::Ready(Ok(())) if !read.filled().is_empty() => {
                     *drained += read.filled().len();
                 }

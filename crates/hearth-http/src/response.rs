@@ -23,6 +23,7 @@ use tokio::io::AsyncRead;
 use tokio::time::Instant;
 use tokio_util::io::ReaderStream;
 
+use crate::guard;
 use crate::sendbuf::{self, Held, Limits, PushError};
 
 /// The body of a response: whole when the worker produced it at once and
@@ -163,6 +164,9 @@ pub(crate) struct Reading<'a> {
     /// When the request's time is up (`--request-timeout`): waiting on a
     /// client whose response fills memory and disk counts against it too.
     pub deadline: Option<Instant>,
+    /// Where interim responses (103 Early Hints) go: the connection, when
+    /// it speaks HTTP/1.1. Without one, the worker's are dropped.
+    pub interim: Option<&'a guard::Shared>,
     pub limits: &'a Limits,
     /// Most bytes handed to hyper at once.
     pub chunk: usize,
@@ -179,7 +183,13 @@ pub(crate) async fn read(
     keep: Keep,
     how: Reading<'_>,
 ) -> Result<Response<ResponseBody>, PoolError> {
-    let head_frame = lease.next().await?;
+    let mut head_frame = lease.next().await?;
+    let mut interim = 0;
+    while head_frame.kind == Kind::Head && head_frame.has_flag(flags::INTERIM) {
+        interim += 1;
+        early_hints(&head_frame, interim, how.interim, lease.pid()).await?;
+        head_frame = lease.next().await?;
+    }
     if head_frame.kind != Kind::Head {
         lease.poison();
         return Err(PoolError::from(hearth_proto::Error::unexpected(
@@ -271,6 +281,68 @@ pub(crate) async fn read(
         }
     };
     Ok(response)
+}
+
+/// Most interim responses one response may have; later ones are dropped.
+/// Browsers act on the first 103 only.
+const MAX_INTERIM: usize = 8;
+
+/// Sends the worker's interim head, a 103 with its `Link` lines, to the
+/// client ahead of the response, when the connection can take one (see
+/// [`Reading::interim`]). Any other interim status, the other lines, and
+/// heads past [`MAX_INTERIM`] are dropped: what an early hint may carry is
+/// what a browser acts on, and nothing the app meant for its response
+/// alone (a cookie) goes out early.
+async fn early_hints(
+    frame: &Frame,
+    index: usize,
+    to: Option<&guard::Shared>,
+    pid: u32,
+) -> Result<(), PoolError> {
+    let head = ResponseHead::decode(&frame.payload)?;
+    let Some(to) = to else {
+        tracing::debug!(
+            pid,
+            "early hints dropped: the client does not speak HTTP/1.1"
+        );
+        return Ok(());
+    };
+    if head.status != 103 || index > MAX_INTERIM || frame.payload.len() > MAX_RESPONSE_HEAD {
+        tracing::debug!(pid, status = head.status, "interim response dropped");
+        return Ok(());
+    }
+    let mut out = BytesMut::with_capacity(frame.payload.len() + 64);
+    out.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
+    let mut links = 0;
+    for (name, value) in &head.headers {
+        if name.eq_ignore_ascii_case(b"link") && HeaderValue::from_bytes(value).is_ok() {
+            out.extend_from_slice(b"Link: ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+            links += 1;
+        }
+    }
+    if links == 0 {
+        return Ok(());
+    }
+    out.extend_from_slice(b"\r\n");
+    match to.send_interim(&out).await {
+        Ok(true) => Ok(()),
+        Ok(false) => {
+            tracing::debug!(
+                pid,
+                "early hints dropped: an earlier response is still being sent"
+            );
+            Ok(())
+        }
+        // The client is gone or stalled: the response fails to go out in
+        // its turn, and the worker's is read (and dropped) as for any
+        // client that went away.
+        Err(e) => {
+            tracing::debug!(pid, "early hints not sent: {e}");
+            Ok(())
+        }
+    }
 }
 
 /// Reads the body frames of a streamed response into its spool, until its

@@ -253,7 +253,7 @@ async fn serve_app(
                     let ended = match negotiated {
                         None => Ok(()),
                         Some((stream, Protocol::Http1)) => {
-                            let io = GuardedIo::new(stream, limits, timeouts, guard_shared, remote);
+                            let io = GuardedIo::http1(stream, limits, timeouts, guard_shared, remote);
                             watcher.watch(http1.serve_connection(TokioIo::new(io), service)).await
                         }
                         Some((stream, Protocol::Http2)) => {
@@ -461,6 +461,12 @@ async fn respond(
     );
     let reading = response::Reading {
         deadline,
+        // Early hints: on HTTP/1.1 only (an HTTP/1.0 client does not expect
+        // an interim response; hyper offers none on HTTP/2).
+        interim: match parts.version {
+            http::Version::HTTP_11 => parts.extensions.get::<Arc<guard::Shared>>().map(|s| &**s),
+            _ => None,
+        },
         limits: &app.responses,
         chunk: match parts.version {
             http::Version::HTTP_2 => sendbuf::CHUNK_HTTP2,

@@ -87,6 +87,10 @@ pub mod flags {
     /// `fastcgi_finish_request()`). A final `End` for the same request
     /// follows when it is done; until then the worker takes no request.
     pub const DETACHED: u16 = 0x0004;
+    /// On `Head` from a worker: an interim response (`103 Early Hints`),
+    /// sent before the response proper, whose own `Head` follows. Like
+    /// `DETACHED`, it changes the conversation: a `Head` follows a `Head`.
+    pub const INTERIM: u16 = 0x0008;
     /// On `Form` from Hearth: the form had more parts than the worker's
     /// `max_multipart_body_parts` allows; those past it were not parsed.
     /// The worker raises PHP's warning for it.

@@ -40,6 +40,8 @@ final class Frame
     public const FLAG_STREAM = 0x0002;
     /** On END: the response is complete; the request goes on, a final END follows. */
     public const FLAG_DETACHED = 0x0004;
+    /** On HEAD from a worker: an interim response (103 Early Hints); the response's own HEAD follows. */
+    public const FLAG_INTERIM = 0x0008;
     /** On FORM from Hearth: parts past max_multipart_body_parts were not parsed. */
     public const FLAG_PARTS_LIMIT = 0x0100;
     /** On FORM from Hearth: files past max_file_uploads were dropped. */

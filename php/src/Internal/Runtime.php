@@ -600,6 +600,36 @@ final class Runtime
         $this->baseline->renewTimeLimit();
     }
 
+    /**
+     * Sends a 103 Early Hints response with these `Link` values ahead of
+     * the response (Hearth\early_hints(), headers_send(103)). False when
+     * the response's head has gone already, or no value is a valid header
+     * value.
+     *
+     * @param list<string> $links
+     */
+    public function earlyHints(array $links): bool
+    {
+        if (!$this->inRequest || $this->responseDone || $this->headersGone()) {
+            return false;
+        }
+        $lines = [];
+        foreach ($links as $link) {
+            $link = trim($link, " \t");
+            // What header() refuses, and what would break the head's lines.
+            if ($link !== '' && strpbrk($link, "\r\n\0") === false) {
+                $lines[] = 'Link: ' . $link;
+            }
+        }
+        if ($lines === []) {
+            return false;
+        }
+        $this->channel->send(
+            Frame::encode(Frame::HEAD, $this->requestId, Frame::head(103, $lines), Frame::FLAG_INTERIM),
+        );
+        return true;
+    }
+
     public function requestClose(): void
     {
         $this->closeAfter = true;
