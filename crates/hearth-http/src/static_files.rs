@@ -202,27 +202,34 @@ pub(crate) async fn respond_file(
 struct Opened {
     file: tokio::fs::File,
     len: u64,
+    /// A regular file, not a directory, a FIFO or a device.
+    regular: bool,
     modified: SystemTime,
     coding: Option<Coding>,
 }
 
 async fn open(path: &Path, coding: Option<Coding>) -> std::io::Result<Option<Opened>> {
     let file = tokio::fs::File::open(path).await?;
-    let meta = file.metadata().await?;
-    if !meta.is_file() {
-        return Ok(None);
+    let opened = Opened::of(file, coding).await?;
+    Ok((opened.regular).then_some(opened))
+}
+
+impl Opened {
+    async fn of(file: tokio::fs::File, coding: Option<Coding>) -> std::io::Result<Opened> {
+        let meta = file.metadata().await?;
+        Ok(Opened {
+            file,
+            len: meta.len(),
+            regular: meta.is_file(),
+            // Whole seconds: that is all Last-Modified can say, and the
+            // ETag has to agree with it.
+            modified: meta.modified().map_or(UNIX_EPOCH, |t| {
+                UNIX_EPOCH
+                    + Duration::from_secs(t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()))
+            }),
+            coding,
+        })
     }
-    Ok(Some(Opened {
-        file,
-        len: meta.len(),
-        // Whole seconds: that is all Last-Modified can say, and the ETag
-        // has to agree with it.
-        modified: meta.modified().map_or(UNIX_EPOCH, |t| {
-            UNIX_EPOCH
-                + Duration::from_secs(t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()))
-        }),
-        coding,
-    }))
 }
 
 /// The precompressed sibling (`name.br`, `name.gz`) of the first coding the
@@ -255,110 +262,157 @@ async fn serve_file(
         // A directory, a FIFO, a device: not something to stream.
         return Ok(None);
     };
-    // By the name asked for, as nginx does, not the target of a symlink.
-    let content_type = mime_guess::from_path(requested).first_or_octet_stream();
-    let compressible = compress::is_compressible(content_type.essence_str());
     let accepted = compress::accepted(&parts.headers);
-    let wants_range = parts.method == Method::GET && parts.headers.contains_key(header::RANGE);
-
-    let mut file = match sibling(root, real, &accepted).await {
+    let file = match sibling(root, real, &accepted).await {
         Some(precompressed) => precompressed,
         None => original,
     };
-    let varies = compressible || file.coding.is_some();
-    // On the fly only for the whole file: a range of a compressed stream
-    // is not what a client resuming a download asks for.
-    let on_the_fly = match file.coding {
-        None if compression && compressible && file.len >= compress::MIN_SIZE && !wants_range => {
-            accepted.first().copied()
-        }
-        _ => None,
+    let answer = Answer {
+        requested,
+        compression,
+        method: &parts.method,
+        headers: &parts.headers,
     };
+    answer.send(file, &accepted).await.map(Some)
+}
 
-    let mtime = file
-        .modified
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    // nginx's format: hex mtime and size.
-    let strong = format!("\"{mtime:x}-{:x}\"", file.len);
-    let etag = match on_the_fly {
-        Some(_) => format!("W/{strong}"),
-        None => strong.clone(),
-    };
+/// How an opened file is answered: for which request, under which name.
+pub(crate) struct Answer<'a> {
+    /// The name asked for, which names the type (not the target of a
+    /// symlink, as nginx does).
+    pub requested: &'a Path,
+    /// On-the-fly compression allowed.
+    pub compression: bool,
+    pub method: &'a Method,
+    /// The request's headers: its ranges, conditions and codings.
+    pub headers: &'a HeaderMap,
+}
 
-    let mut headers = HeaderMap::new();
-    headers.insert(header::ETAG, value(&etag));
-    headers.insert(
-        header::LAST_MODIFIED,
-        value(&httpdate::fmt_http_date(file.modified)),
-    );
-    if varies {
-        headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+impl Answer<'_> {
+    /// Answers with an opened regular file (the file offload's, opened
+    /// and checked by the caller): headers, conditional requests, ranges
+    /// and on-the-fly compression as for a file of the document root.
+    pub(crate) async fn opened(
+        self,
+        file: std::fs::File,
+    ) -> std::io::Result<Response<ResponseBody>> {
+        let file = Opened::of(tokio::fs::File::from_std(file), None).await?;
+        let accepted = compress::accepted(self.headers);
+        self.send(file, &accepted).await
     }
 
-    if let Some(status) = precondition(&parts.headers, &etag, file.modified) {
-        let mut response = if status == StatusCode::NOT_MODIFIED {
-            Response::new(ResponseBody::empty())
-        } else {
-            response::error_page(status)
+    async fn send(
+        self,
+        mut file: Opened,
+        accepted: &[Coding],
+    ) -> std::io::Result<Response<ResponseBody>> {
+        let Answer {
+            requested,
+            compression,
+            method,
+            headers: request,
+        } = self;
+        let content_type = mime_guess::from_path(requested).first_or_octet_stream();
+        let compressible = compress::is_compressible(content_type.essence_str());
+        let wants_range = *method == Method::GET && request.contains_key(header::RANGE);
+        let varies = compressible || file.coding.is_some();
+        // On the fly only for the whole file: a range of a compressed
+        // stream is not what a client resuming a download asks for.
+        let on_the_fly = match file.coding {
+            None if compression
+                && compressible
+                && file.len >= compress::MIN_SIZE
+                && !wants_range =>
+            {
+                accepted.first().copied()
+            }
+            _ => None,
         };
+
+        let mtime = file
+            .modified
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        // nginx's format: hex mtime and size.
+        let strong = format!("\"{mtime:x}-{:x}\"", file.len);
+        let etag = match on_the_fly {
+            Some(_) => format!("W/{strong}"),
+            None => strong.clone(),
+        };
+
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ETAG, value(&etag));
+        headers.insert(
+            header::LAST_MODIFIED,
+            value(&httpdate::fmt_http_date(file.modified)),
+        );
+        if varies {
+            headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        }
+
+        if let Some(status) = precondition(request, &etag, file.modified) {
+            let mut response = if status == StatusCode::NOT_MODIFIED {
+                Response::new(ResponseBody::empty())
+            } else {
+                response::error_page(status)
+            };
+            *response.status_mut() = status;
+            response.headers_mut().extend(headers);
+            return Ok(response);
+        }
+
+        headers.insert(header::CONTENT_TYPE, value(content_type.as_ref()));
+        if let Some(coding) = file.coding.or(on_the_fly) {
+            headers.insert(header::CONTENT_ENCODING, value(coding.name()));
+        }
+        if on_the_fly.is_none() {
+            headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        }
+
+        let mut status = StatusCode::OK;
+        let mut start = 0;
+        let mut len = file.len;
+        if wants_range && on_the_fly.is_none() && if_range_holds(request, &strong, file.modified) {
+            match parse_range(request, file.len) {
+                Range::Whole => {}
+                Range::Part(first, last) => {
+                    status = StatusCode::PARTIAL_CONTENT;
+                    start = first;
+                    len = last - first + 1;
+                    headers.insert(
+                        header::CONTENT_RANGE,
+                        value(&format!("bytes {first}-{last}/{}", file.len)),
+                    );
+                }
+                Range::Unsatisfiable => {
+                    let mut response = response::error_page(StatusCode::RANGE_NOT_SATISFIABLE);
+                    response.headers_mut().insert(
+                        header::CONTENT_RANGE,
+                        value(&format!("bytes */{}", file.len)),
+                    );
+                    return Ok(response);
+                }
+            }
+        }
+
+        let body = if *method == Method::HEAD {
+            ResponseBody::empty()
+        } else if let Some(coding) = on_the_fly {
+            ResponseBody::Reader(coding.encode(BufReader::with_capacity(64 << 10, file.file)))
+        } else {
+            if start > 0 {
+                file.file.seek(SeekFrom::Start(start)).await?;
+            }
+            ResponseBody::Reader(ReaderBody::new(file.file.take(len), Some(len)))
+        };
+        if on_the_fly.is_none() {
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        }
+        let mut response = Response::new(body);
         *response.status_mut() = status;
-        response.headers_mut().extend(headers);
-        return Ok(Some(response));
+        *response.headers_mut() = headers;
+        Ok(response)
     }
-
-    headers.insert(header::CONTENT_TYPE, value(content_type.as_ref()));
-    if let Some(coding) = file.coding.or(on_the_fly) {
-        headers.insert(header::CONTENT_ENCODING, value(coding.name()));
-    }
-    if on_the_fly.is_none() {
-        headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    }
-
-    let mut status = StatusCode::OK;
-    let mut start = 0;
-    let mut len = file.len;
-    if wants_range && on_the_fly.is_none() && if_range_holds(&parts.headers, &strong, file.modified)
-    {
-        match parse_range(&parts.headers, file.len) {
-            Range::Whole => {}
-            Range::Part(first, last) => {
-                status = StatusCode::PARTIAL_CONTENT;
-                start = first;
-                len = last - first + 1;
-                headers.insert(
-                    header::CONTENT_RANGE,
-                    value(&format!("bytes {first}-{last}/{}", file.len)),
-                );
-            }
-            Range::Unsatisfiable => {
-                let mut response = response::error_page(StatusCode::RANGE_NOT_SATISFIABLE);
-                response.headers_mut().insert(
-                    header::CONTENT_RANGE,
-                    value(&format!("bytes */{}", file.len)),
-                );
-                return Ok(Some(response));
-            }
-        }
-    }
-
-    let body = if parts.method == Method::HEAD {
-        ResponseBody::empty()
-    } else if let Some(coding) = on_the_fly {
-        ResponseBody::Reader(coding.encode(BufReader::with_capacity(64 << 10, file.file)))
-    } else {
-        if start > 0 {
-            file.file.seek(SeekFrom::Start(start)).await?;
-        }
-        ResponseBody::Reader(ReaderBody::new(file.file.take(len), Some(len)))
-    };
-    if on_the_fly.is_none() {
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    }
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    Ok(Some(response))
 }
 
 fn value(text: &str) -> HeaderValue {
