@@ -38,6 +38,7 @@ impl Site {
             .collect();
         std::fs::write(files.join("data.bin"), &data).expect("set up the site");
         std::fs::write(files.join("report.pdf"), b"%PDF-1.4 not really").expect("set up");
+        std::fs::write(files.join("notes.txt"), "offloaded notes\n".repeat(1000)).expect("set up");
         std::fs::write(files.join("sub/inner.txt"), b"inner").expect("set up the site");
         std::fs::write(base.join("secret.txt"), MARKER).expect("set up the site");
         std::fs::create_dir(base.join("outside")).expect("set up the site");
@@ -207,6 +208,19 @@ fn an_offloaded_file_is_served_whole_with_the_app_headers() {
         get(&server, &typed, &[]).header("content-type"),
         Some("video/mp4")
     );
+
+    // Compressed on the fly for a client that accepts it, as static files.
+    let notes = sendfile(&site.files().join("notes.txt"));
+    let gz = get(&server, &notes, &[("Accept-Encoding", "gzip")]);
+    assert_eq!(gz.status, 200);
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    assert_eq!(gz.header("vary"), Some("Accept-Encoding"));
+    assert!(gz.body.len() < 16_000);
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&gz.body[..])
+        .read_to_string(&mut text)
+        .expect("gzip");
+    assert_eq!(text, "offloaded notes\n".repeat(1000));
 
     // X-Accel-Redirect through the /protected/ prefix, and a symlink
     // that stays under the root.
@@ -661,4 +675,56 @@ fn the_worker_is_free_while_a_slow_client_reads_and_a_stalled_one_is_cut() {
         stalled.elapsed()
     );
     assert_eq!(server.get("/pid").text(), pid);
+}
+
+/// Symfony's BinaryFileResponse (Laravel's `response()->download()` and
+/// `response()->file()` return one) sends `X-Sendfile` once
+/// `trustXSendfileTypeHeader()` is called: Hearth serves the file with
+/// the response's Content-Disposition.
+#[test]
+fn symfony_binary_file_response_is_offloaded() {
+    let site = Site::new();
+    let worker = site.base().join("symfony.php");
+    let script = format!(
+        r#"<?php
+declare(strict_types=1);
+require '{lib}';
+require '/usr/share/php/Symfony/Component/HttpFoundation/autoload.php';
+use Symfony\Component\HttpFoundation\BinaryFileResponse;
+use Symfony\Component\HttpFoundation\Request;
+use Symfony\Component\HttpFoundation\ResponseHeaderBag;
+BinaryFileResponse::trustXSendfileTypeHeader();
+Hearth\Worker::serve(static function (): void {{
+    $request = Request::createFromGlobals();
+    $response = new BinaryFileResponse('{data}');
+    $response->setContentDisposition(ResponseHeaderBag::DISPOSITION_ATTACHMENT, 'report.bin');
+    $response->prepare($request);
+    $response->send();
+}});
+"#,
+        lib = support::root().join("php/autoload.php").display(),
+        data = site.files().join("data.bin").display(),
+    );
+    std::fs::write(&worker, script).expect("worker");
+    let roots = site.roots();
+    let args: Vec<&str> = roots.iter().map(String::as_str).collect();
+    let server = Server::start(&worker, &args);
+    let r = get(&server, "/download", &[]);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(r.body == site.data, "the file, sent by Hearth");
+    // Hearth's ETag: Symfony sets none by default.
+    assert!(r.header("etag").is_some(), "{:?}", r.headers);
+    assert_eq!(
+        r.header("content-disposition"),
+        Some("attachment; filename=report.bin")
+    );
+    assert_no_offload_headers(&r);
+    let range = get(&server, "/download", &[("Range", "bytes=10-19")]);
+    assert!(range.status == 206 && range.body == site.data[10..20]);
+    // Without the trusted header, Symfony sends the file itself, through
+    // the worker: the same bytes.
+    let plain = Server::start(&worker, &[]);
+    let r = get(&plain, "/download", &[]);
+    assert!(r.status == 200 && r.body == site.data);
+    assert_eq!(r.header("etag"), None, "sent by the worker");
 }

@@ -452,10 +452,15 @@ impl Section for ServeOptions {
                     ))
                 }
                 Err(e) => {
+                    let hint = if root.dir.to_string_lossy().contains('=') {
+                        " (in PREFIX=DIR, the prefix ends with /)"
+                    } else {
+                        ""
+                    };
                     return Err(Fault::new(
                         "sendfile_roots",
-                        format!("{}: {e}", root.dir.display()),
-                    ))
+                        format!("{}: {e}{hint}", root.dir.display()),
+                    ));
                 }
             }
         }
