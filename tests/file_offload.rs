@@ -260,9 +260,37 @@ fn ranges_and_conditional_requests_are_answered_as_for_static_files() {
     let open = get(&server, &target, &[("Range", "bytes=299990-")]);
     assert!(open.status == 206 && open.body == site.data[299_990..]);
 
-    // Several ranges: the whole file, as Hearth's static files answer.
-    let multi = get(&server, &target, &[("Range", "bytes=0-9,100-109")]);
-    assert!(multi.status == 200 && multi.body == site.data);
+    // Several ranges: multipart/byteranges, as nginx sends them.
+    let multi = get(&server, &target, &[("Range", "bytes=0-9,-5,100-109")]);
+    assert_eq!(multi.status, 206);
+    let kind = multi.header("content-type").expect("type").to_owned();
+    let boundary = kind
+        .strip_prefix("multipart/byteranges; boundary=")
+        .unwrap_or_else(|| panic!("{kind}"));
+    let mut expected = Vec::new();
+    for (first, last) in [(0, 9), (299_995, 299_999), (100, 109)] {
+        expected.extend_from_slice(
+            format!(
+                "\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n\
+                 Content-Range: bytes {first}-{last}/300000\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        expected.extend_from_slice(&site.data[first..=last]);
+    }
+    expected.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    assert!(
+        multi.body == expected,
+        "{}",
+        String::from_utf8_lossy(&multi.body)
+    );
+    assert_eq!(
+        multi.header("content-length"),
+        Some(expected.len().to_string().as_str())
+    );
+    // Overlapping ranges that add up to more than the file: the whole file.
+    let over = get(&server, &target, &[("Range", "bytes=0-299999,0-10")]);
+    assert!(over.status == 200 && over.body == site.data);
 
     let past = get(&server, &target, &[("Range", "bytes=300000-")]);
     assert_eq!(past.status, 416);
