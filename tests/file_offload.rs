@@ -577,15 +577,7 @@ fn refused_a_fifo_or_a_device() {
 
 /// VmRSS and VmHWM of a process, in KiB.
 fn memory(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("memory field")
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    (support::vm_kib(pid, "VmRSS"), support::vm_kib(pid, "VmHWM"))
 }
 
 const GIB: u64 = 1 << 30;
@@ -755,4 +747,57 @@ Hearth\Worker::serve(static function (): void {{
     let r = get(&plain, "/download", &[]);
     assert!(r.status == 200 && r.body == site.data);
     assert_eq!(r.header("etag"), None, "sent by the worker");
+}
+
+/// Over HTTP/2 (h2c) the offloaded file arrives as over HTTP/1.1: whole,
+/// and a range of it.
+#[test]
+fn an_offloaded_file_is_served_over_http2() {
+    let site = Site::new();
+    let server = site.start(&["--h2c"]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let target = sendfile(&site.files().join("data.bin"));
+    let (whole, part) = runtime.block_on(async {
+        let tcp = tokio::net::TcpStream::connect(server.addr)
+            .await
+            .expect("connect");
+        let (send, connection) = h2::client::handshake(tcp).await.expect("handshake");
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let get = |range: Option<&'static str>| {
+            let mut send = send.clone();
+            let uri = format!("http://localhost{target}");
+            async move {
+                let mut request = http::Request::get(uri);
+                if let Some(range) = range {
+                    request = request.header("range", range);
+                }
+                let request = request.body(()).expect("request");
+                send = send.ready().await.expect("ready");
+                let (response, _) = send.send_request(request, true).expect("send");
+                let response = tokio::time::timeout(Duration::from_secs(60), response)
+                    .await
+                    .expect("a response in time")
+                    .expect("response");
+                let (head, mut body) = response.into_parts();
+                let mut bytes = Vec::new();
+                while let Some(chunk) = body.data().await {
+                    let chunk = chunk.expect("data");
+                    let _ = body.flow_control().release_capacity(chunk.len());
+                    bytes.extend_from_slice(&chunk);
+                }
+                (head, bytes)
+            }
+        };
+        (get(None).await, get(Some("bytes=-100")).await)
+    });
+    assert_eq!(whole.0.status, 200);
+    assert!(whole.1 == site.data);
+    assert!(!whole.0.headers.contains_key("x-sendfile"));
+    assert_eq!(part.0.status, 206);
+    assert!(part.1 == site.data[site.data.len() - 100..]);
 }
