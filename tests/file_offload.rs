@@ -690,6 +690,7 @@ fn the_worker_is_free_while_a_slow_client_reads_and_a_stalled_one_is_cut() {
         assert!(read < GIB, "the stalled download was never cut");
     };
     assert!(ended && read < GIB, "read {read} bytes");
+    server.wait_for_log("(send timeout)", Duration::from_secs(30));
     eprintln!(
         "stalled download cut after {read} bytes, {:?} after it stopped reading",
         stalled.elapsed()
