@@ -802,3 +802,41 @@ fn an_offloaded_file_is_served_over_http2() {
     assert_eq!(part.0.status, 206);
     assert!(part.1 == site.data[site.data.len() - 100..]);
 }
+
+/// A root reached through a symlink a deploy switches (`current ->
+/// releases/2`): the files of the new release are sent, by the path
+/// through the symlink and by their real path (what Symfony sends), and
+/// the old release's no longer are.
+#[test]
+fn a_root_through_a_switched_symlink_follows_the_switch() {
+    let site = Site::new();
+    let base = site.base();
+    for release in ["1", "2"] {
+        let dir = base.join(format!("releases/{release}/files"));
+        std::fs::create_dir_all(&dir).expect("release");
+        std::fs::write(dir.join("which.txt"), format!("release {release}")).expect("release");
+    }
+    symlink(base.join("releases/1"), base.join("current")).expect("current");
+    let root = base.join("current/files");
+    let root_flag = root.display().to_string();
+    let server = Server::start(&site.worker(), &["--sendfile-root", &root_flag]);
+    let r = get(&server, &sendfile(&root.join("which.txt")), &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "release 1"));
+
+    std::fs::remove_file(base.join("current")).expect("switch");
+    symlink(base.join("releases/2"), base.join("current")).expect("switch");
+    let r = get(&server, &sendfile(&root.join("which.txt")), &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "release 2"));
+    let real = base.join("releases/2/files/which.txt");
+    let r = get(&server, &sendfile(&real), &[]);
+    assert_eq!((r.status, r.text().as_str()), (200, "release 2"));
+    let old = base.join("releases/1/files/which.txt");
+    let r = get(&server, &sendfile(&old), &[]);
+    assert_refused(
+        &server,
+        &r,
+        403,
+        "releases/1/files/which.txt",
+        "outside every",
+    );
+}

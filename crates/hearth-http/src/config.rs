@@ -124,10 +124,9 @@ pub struct SendfileRoot {
     pub prefix: Option<String>,
     /// The directory as configured (an absolute path): `X-Sendfile`
     /// paths may name it so, and `X-Accel-Redirect` URIs map onto it.
+    /// Its symlinks are resolved again for each file sent, so that a
+    /// deploy that switches one (`current -> releases/42`) is followed.
     pub dir: PathBuf,
-    /// `dir` with its symlinks resolved: every file served is really
-    /// under it.
-    pub real: PathBuf,
 }
 
 impl Default for ServeConfig {

@@ -139,23 +139,22 @@ pub(crate) async fn respond(
         );
         return response::error_page(StatusCode::INTERNAL_SERVER_ERROR);
     }
-    let located = match sendfile {
-        Some(_) => locate_path(asked.as_bytes(), roots),
-        None => locate_uri(asked.as_bytes(), roots),
-    };
-    let path = match located {
-        Ok(path) => path,
-        Err(refusal) => {
-            log(&refusal);
-            return response::error_page(refusal.status);
-        }
-    };
     let checked = {
-        let (path, roots) = (path.clone(), roots.to_vec());
-        tokio::task::spawn_blocking(move || open_checked(&path, &roots)).await
+        let (asked, roots) = (asked.as_bytes().to_vec(), roots.to_vec());
+        let is_path = sendfile.is_some();
+        tokio::task::spawn_blocking(move || {
+            let roots = resolve(&roots);
+            let path = match is_path {
+                true => locate_path(&asked, &roots)?,
+                false => locate_uri(&asked, &roots)?,
+            };
+            let file = open_checked(&path, &roots)?;
+            Ok::<_, Refusal>((path, file))
+        })
+        .await
     };
-    let file = match checked {
-        Ok(Ok(file)) => file,
+    let (path, file) = match checked {
+        Ok(Ok(opened)) => opened,
         Ok(Err(refusal)) => {
             log(&refusal);
             return response::error_page(refusal.status);
@@ -245,6 +244,27 @@ fn keep_app_headers(served: &mut Response<ResponseBody>, app: HeaderMap) {
     }
 }
 
+/// A root as a file is checked against: its real path resolved now.
+#[derive(Debug)]
+struct Root {
+    prefix: Option<String>,
+    dir: PathBuf,
+    real: PathBuf,
+}
+
+/// The roots with their symlinks resolved (a root that is gone keeps its
+/// path, under which nothing is found).
+fn resolve(roots: &[SendfileRoot]) -> Vec<Root> {
+    roots
+        .iter()
+        .map(|root| Root {
+            prefix: root.prefix.clone(),
+            real: std::fs::canonicalize(&root.dir).unwrap_or_else(|_| root.dir.clone()),
+            dir: root.dir.clone(),
+        })
+        .collect()
+}
+
 /// Whether a path, split on `/`, has a `.` or `..` segment.
 fn has_dot_segment(path: &[u8]) -> bool {
     path.split(|&b| b == b'/').any(|s| s == b"." || s == b"..")
@@ -252,7 +272,7 @@ fn has_dot_segment(path: &[u8]) -> bool {
 
 /// An `X-Sendfile` path: absolute, without a NUL or a dot segment, under
 /// a root as written.
-fn locate_path(path: &[u8], roots: &[SendfileRoot]) -> Result<PathBuf, Refusal> {
+fn locate_path(path: &[u8], roots: &[Root]) -> Result<PathBuf, Refusal> {
     if path.first() != Some(&b'/') {
         return Err(refuse(
             StatusCode::NOT_FOUND,
@@ -285,7 +305,7 @@ fn locate_path(path: &[u8], roots: &[SendfileRoot]) -> Result<PathBuf, Refusal> 
 /// dropped, percent-decoded once, refused with a NUL or a dot segment,
 /// and mapped onto the directory of the longest root prefix it starts
 /// with.
-fn locate_uri(uri: &[u8], roots: &[SendfileRoot]) -> Result<PathBuf, Refusal> {
+fn locate_uri(uri: &[u8], roots: &[Root]) -> Result<PathBuf, Refusal> {
     let path = uri.split(|&b| b == b'?').next().unwrap_or_default();
     let decoded: Vec<u8> = percent_encoding::percent_decode(path).collect();
     if decoded.first() != Some(&b'/') {
@@ -330,7 +350,7 @@ fn locate_uri(uri: &[u8], roots: &[SendfileRoot]) -> Result<PathBuf, Refusal> {
     Ok(root.dir.join(rest))
 }
 
-fn list(roots: &[SendfileRoot]) -> String {
+fn list(roots: &[Root]) -> String {
     roots
         .iter()
         .map(|r| r.dir.display().to_string())
@@ -341,7 +361,7 @@ fn list(roots: &[SendfileRoot]) -> String {
 /// Opens `path` for reading if what it leads to is a regular file under a
 /// root. Checked by the opened file itself, so that no symlink swapped in
 /// meanwhile can lead elsewhere.
-fn open_checked(path: &Path, roots: &[SendfileRoot]) -> Result<std::fs::File, Refusal> {
+fn open_checked(path: &Path, roots: &[Root]) -> Result<std::fs::File, Refusal> {
     use rustix::fs::{FileType, Mode, OFlags};
     use rustix::io::Errno;
     let opened = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty());
@@ -410,19 +430,19 @@ fn open_checked(path: &Path, roots: &[SendfileRoot]) -> Result<std::fs::File, Re
 mod tests {
     use super::*;
 
-    fn roots() -> Vec<SendfileRoot> {
+    fn roots() -> Vec<Root> {
         vec![
-            SendfileRoot {
+            Root {
                 prefix: None,
                 dir: "/srv/files".into(),
                 real: "/srv/files".into(),
             },
-            SendfileRoot {
+            Root {
                 prefix: Some("/protected/".into()),
                 dir: "/srv/private".into(),
                 real: "/data/private".into(),
             },
-            SendfileRoot {
+            Root {
                 prefix: Some("/protected/big/".into()),
                 dir: "/srv/big".into(),
                 real: "/srv/big".into(),

@@ -651,13 +651,9 @@ impl ServeOptions {
         http.sendfile_roots = self
             .sendfile_roots
             .iter()
-            .map(|root| {
-                let dir = std::path::absolute(&root.dir).unwrap_or_else(|_| root.dir.clone());
-                hearth_http::SendfileRoot {
-                    prefix: root.prefix.clone(),
-                    real: std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone()),
-                    dir,
-                }
+            .map(|root| hearth_http::SendfileRoot {
+                prefix: root.prefix.clone(),
+                dir: std::path::absolute(&root.dir).unwrap_or_else(|_| root.dir.clone()),
             })
             .collect();
         http

@@ -1019,7 +1019,7 @@ fn sendfile_roots_from_the_file_and_flags() {
     assert_eq!(roots[1..], ["/dl/=/usr", "/tmp"]);
     let http = o.serve_config(None);
     assert_eq!(http.sendfile_roots[1].prefix.as_deref(), Some("/dl/"));
-    assert_eq!(http.sendfile_roots[2].real, Path::new("/tmp"));
+    assert_eq!(http.sendfile_roots[2].dir, Path::new("/tmp"));
 
     for (text, expected) in [
         (
