@@ -86,8 +86,16 @@ Hearth\Worker::serve(static function (): void {{
         header('X-Accel-Redirect: ' . $_GET['accel']);
         header('X-Accel-Buffering: no');
     }}
+    if (isset($_GET['both'])) {{
+        header('X-Accel-Redirect: /protected/report.pdf');
+    }}
     // Never sent: the file is the body.
     echo 'APP-BODY-' . '{MARKER}';
+    if (isset($_GET['flush'])) {{
+        // A streamed response: its head goes out with the first flush.
+        flush();
+        echo str_repeat('APP-BODY', 100000);
+    }}
 }});
 "#,
             lib = support::root().join("php/autoload.php").display()
@@ -236,6 +244,17 @@ fn an_offloaded_file_is_served_whole_with_the_app_headers() {
         &[],
     );
     assert!(l.status == 200 && l.body == site.data);
+
+    // A response the app flushed: its body is dropped, the file sent.
+    let flushed = format!("{}&flush=1", sendfile(&site.files().join("data.bin")));
+    let f = get(&server, &flushed, &[]);
+    assert!(f.status == 200 && f.body == site.data, "{}", f.status);
+    assert_no_offload_headers(&f);
+    // Both headers: X-Sendfile is used.
+    let both = format!("{}&both=1", sendfile(&site.files().join("data.bin")));
+    let b = get(&server, &both, &[]);
+    assert!(b.status == 200 && b.body == site.data, "{}", b.status);
+    assert_no_offload_headers(&b);
 
     // As nginx's internal redirect: a POST gets the file as a GET would.
     let p = Req::new("POST", &sendfile(&site.files().join("data.bin")))
