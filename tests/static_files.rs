@@ -298,10 +298,25 @@ fn ranges_get_206_or_416() {
         Some(format!("bytes */{len}").as_str())
     );
 
-    // Several ranges: the whole file, 200.
+    // Several ranges: 206 with multipart/byteranges, as nginx answers.
     let r = get(&server, "/big.bin", &[("Range", "bytes=0-1,5-6")]);
-    assert_eq!(r.status, 200);
-    assert_eq!(r.body, whole);
+    assert_eq!(r.status, 206);
+    let kind = r.header("content-type").expect("type").to_owned();
+    let boundary = kind
+        .strip_prefix("multipart/byteranges; boundary=")
+        .unwrap_or_else(|| panic!("{kind}"));
+    let part = |first: usize, last: usize| {
+        let mut part = format!(
+            "\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n\
+             Content-Range: bytes {first}-{last}/{len}\r\n\r\n"
+        )
+        .into_bytes();
+        part.extend_from_slice(&whole[first..=last]);
+        part
+    };
+    let mut expected = [part(0, 1), part(5, 6)].concat();
+    expected.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    assert_eq!(r.body, expected);
 
     // If-Range: the range only for the representation the client has.
     let etag = get(&server, "/small.txt", &[])

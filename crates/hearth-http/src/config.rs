@@ -1,6 +1,7 @@
 //! How the HTTP front behaves: its limits, timeouts, protocols and
 //! features, and their defaults.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::observe::Observer;
@@ -106,8 +107,26 @@ pub struct ServeConfig {
     /// it, a worker waits for its client, within `request_timeout`. 0:
     /// responses never go to disk.
     pub max_response_spool: u64,
+    /// Where a worker's `X-Sendfile` and `X-Accel-Redirect` responses may
+    /// take files from (see docs/file-offload.md). Empty: offload is off,
+    /// and such a response is answered with 500.
+    pub sendfile_roots: Vec<SendfileRoot>,
     /// Metrics and the access log, when either is on.
     pub observer: Observer,
+}
+
+/// A directory the file offload serves from (`--sendfile-root`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendfileRoot {
+    /// The URI prefix an `X-Accel-Redirect` names this directory by
+    /// (starts and ends with `/`, as an nginx `location` with `alias`).
+    /// None: only `X-Sendfile` paths under `dir`.
+    pub prefix: Option<String>,
+    /// The directory as configured (an absolute path): `X-Sendfile`
+    /// paths may name it so, and `X-Accel-Redirect` URIs map onto it.
+    /// Its symlinks are resolved again for each file sent, so that a
+    /// deploy that switches one (`current -> releases/42`) is followed.
+    pub dir: PathBuf,
 }
 
 impl Default for ServeConfig {
@@ -146,6 +165,7 @@ impl ServeConfig {
             response_buffer_size: 32 << 10,
             response_memory: 64 << 20,
             max_response_spool: 1 << 30,
+            sendfile_roots: Vec::new(),
             observer: Observer::default(),
         }
     }

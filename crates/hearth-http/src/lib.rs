@@ -31,6 +31,8 @@
 //! - `form`: multipart forms parsed as PHP would, within PHP's limits.
 //! - `body`: request bodies received whole, in memory within a budget or
 //!   in files, whatever frames they came in; the HTTP/2 body timeout.
+//! - `offload`: `X-Sendfile` and `X-Accel-Redirect` responses, answered
+//!   with a file under the configured roots once the worker is free.
 //! - `static_files`: files from the document root, served as nginx would.
 //! - `compress`: gzip and brotli for clients that accept them.
 //! - `response`: the worker's response frames turned into an HTTP response.
@@ -74,6 +76,7 @@ mod listener;
 mod metrics;
 mod mixed;
 mod observe;
+mod offload;
 mod protocol;
 mod request;
 mod response;
@@ -88,7 +91,7 @@ mod tls;
 pub use access_log::{AccessLog, AccessLogFormat};
 pub use cgi::{parse_trusted_proxy, Script};
 pub use classic::ClassicSite;
-pub use config::ServeConfig;
+pub use config::{SendfileRoot, ServeConfig};
 pub use listener::{ListenAddr, Listener};
 pub use metrics::{counter as encode_counter, gauge as encode_gauge};
 pub use metrics::{Metrics, PoolReport, PoolSnapshot};

@@ -33,7 +33,7 @@ use crate::sendbuf::{self, Budget};
 use crate::stall::{Watched, WriteTimeout};
 use crate::throttle::{self, Throttle};
 use crate::tls::TlsConfig;
-use crate::{compress, request, static_files};
+use crate::{compress, offload, request, static_files};
 
 /// What answers the requests that are not static files.
 #[derive(Debug)]
@@ -428,6 +428,8 @@ async fn respond(
         }
     }
 
+    let mut parts = parts;
+    offload::announce(&mut parts.headers, &config.sendfile_roots);
     let mut request = match app.requests.read(parts, incoming, received, pool).await {
         Ok(request) => request,
         Err(answer) => return Ok(answer),
@@ -474,6 +476,17 @@ async fn respond(
         },
     };
     let mut response = match response::read(lease, &parts.method, keep, reading).await {
+        // The worker is free by now: the head is in, and the body is
+        // dropped.
+        Ok(response) if offload::wanted(&response) => {
+            let asked = offload::Request {
+                method: &parts.method,
+                uri: &parts.uri,
+                headers: &parts.headers,
+                pid,
+            };
+            offload::respond(response, asked, &config.sendfile_roots, config.compression).await
+        }
         Ok(response) if config.compression => {
             compress::php_response(response, &parts.method, &parts.headers).await
         }

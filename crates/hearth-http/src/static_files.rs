@@ -202,27 +202,34 @@ pub(crate) async fn respond_file(
 struct Opened {
     file: tokio::fs::File,
     len: u64,
+    /// A regular file, not a directory, a FIFO or a device.
+    regular: bool,
     modified: SystemTime,
     coding: Option<Coding>,
 }
 
 async fn open(path: &Path, coding: Option<Coding>) -> std::io::Result<Option<Opened>> {
     let file = tokio::fs::File::open(path).await?;
-    let meta = file.metadata().await?;
-    if !meta.is_file() {
-        return Ok(None);
+    let opened = Opened::of(file, coding).await?;
+    Ok((opened.regular).then_some(opened))
+}
+
+impl Opened {
+    async fn of(file: tokio::fs::File, coding: Option<Coding>) -> std::io::Result<Opened> {
+        let meta = file.metadata().await?;
+        Ok(Opened {
+            file,
+            len: meta.len(),
+            regular: meta.is_file(),
+            // Whole seconds: that is all Last-Modified can say, and the
+            // ETag has to agree with it.
+            modified: meta.modified().map_or(UNIX_EPOCH, |t| {
+                UNIX_EPOCH
+                    + Duration::from_secs(t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()))
+            }),
+            coding,
+        })
     }
-    Ok(Some(Opened {
-        file,
-        len: meta.len(),
-        // Whole seconds: that is all Last-Modified can say, and the ETag
-        // has to agree with it.
-        modified: meta.modified().map_or(UNIX_EPOCH, |t| {
-            UNIX_EPOCH
-                + Duration::from_secs(t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()))
-        }),
-        coding,
-    }))
 }
 
 /// The precompressed sibling (`name.br`, `name.gz`) of the first coding the
@@ -255,110 +262,181 @@ async fn serve_file(
         // A directory, a FIFO, a device: not something to stream.
         return Ok(None);
     };
-    // By the name asked for, as nginx does, not the target of a symlink.
-    let content_type = mime_guess::from_path(requested).first_or_octet_stream();
-    let compressible = compress::is_compressible(content_type.essence_str());
     let accepted = compress::accepted(&parts.headers);
-    let wants_range = parts.method == Method::GET && parts.headers.contains_key(header::RANGE);
-
-    let mut file = match sibling(root, real, &accepted).await {
+    let file = match sibling(root, real, &accepted).await {
         Some(precompressed) => precompressed,
         None => original,
     };
-    let varies = compressible || file.coding.is_some();
-    // On the fly only for the whole file: a range of a compressed stream
-    // is not what a client resuming a download asks for.
-    let on_the_fly = match file.coding {
-        None if compression && compressible && file.len >= compress::MIN_SIZE && !wants_range => {
-            accepted.first().copied()
-        }
-        _ => None,
+    let answer = Answer {
+        requested,
+        compression,
+        method: &parts.method,
+        headers: &parts.headers,
     };
+    answer.send(file, &accepted).await.map(Some)
+}
 
-    let mtime = file
-        .modified
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    // nginx's format: hex mtime and size.
-    let strong = format!("\"{mtime:x}-{:x}\"", file.len);
-    let etag = match on_the_fly {
-        Some(_) => format!("W/{strong}"),
-        None => strong.clone(),
-    };
+/// How an opened file is answered: for which request, under which name.
+pub(crate) struct Answer<'a> {
+    /// The name asked for, which names the type (not the target of a
+    /// symlink, as nginx does).
+    pub requested: &'a Path,
+    /// On-the-fly compression allowed.
+    pub compression: bool,
+    pub method: &'a Method,
+    /// The request's headers: its ranges, conditions and codings.
+    pub headers: &'a HeaderMap,
+}
 
-    let mut headers = HeaderMap::new();
-    headers.insert(header::ETAG, value(&etag));
-    headers.insert(
-        header::LAST_MODIFIED,
-        value(&httpdate::fmt_http_date(file.modified)),
-    );
-    if varies {
-        headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+impl Answer<'_> {
+    /// Answers with an opened regular file (the file offload's, opened
+    /// and checked by the caller): headers, conditional requests, ranges
+    /// and on-the-fly compression as for a file of the document root.
+    pub(crate) async fn opened(
+        self,
+        file: std::fs::File,
+    ) -> std::io::Result<Response<ResponseBody>> {
+        let file = Opened::of(tokio::fs::File::from_std(file), None).await?;
+        let accepted = compress::accepted(self.headers);
+        self.send(file, &accepted).await
     }
 
-    if let Some(status) = precondition(&parts.headers, &etag, file.modified) {
-        let mut response = if status == StatusCode::NOT_MODIFIED {
-            Response::new(ResponseBody::empty())
-        } else {
-            response::error_page(status)
+    async fn send(
+        self,
+        mut file: Opened,
+        accepted: &[Coding],
+    ) -> std::io::Result<Response<ResponseBody>> {
+        let Answer {
+            requested,
+            compression,
+            method,
+            headers: request,
+        } = self;
+        let content_type = mime_guess::from_path(requested).first_or_octet_stream();
+        let compressible = compress::is_compressible(content_type.essence_str());
+        let wants_range = *method == Method::GET && request.contains_key(header::RANGE);
+        let varies = compressible || file.coding.is_some();
+        // On the fly only for the whole file: a range of a compressed
+        // stream is not what a client resuming a download asks for.
+        let on_the_fly = match file.coding {
+            None if compression
+                && compressible
+                && file.len >= compress::MIN_SIZE
+                && !wants_range =>
+            {
+                accepted.first().copied()
+            }
+            _ => None,
         };
+
+        let mtime = file
+            .modified
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        // nginx's format: hex mtime and size.
+        let strong = format!("\"{mtime:x}-{:x}\"", file.len);
+        let etag = match on_the_fly {
+            Some(_) => format!("W/{strong}"),
+            None => strong.clone(),
+        };
+
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ETAG, value(&etag));
+        headers.insert(
+            header::LAST_MODIFIED,
+            value(&httpdate::fmt_http_date(file.modified)),
+        );
+        if varies {
+            headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        }
+
+        if let Some(status) = precondition(request, &etag, file.modified) {
+            let mut response = if status == StatusCode::NOT_MODIFIED {
+                Response::new(ResponseBody::empty())
+            } else {
+                response::error_page(status)
+            };
+            *response.status_mut() = status;
+            response.headers_mut().extend(headers);
+            return Ok(response);
+        }
+
+        headers.insert(header::CONTENT_TYPE, value(content_type.as_ref()));
+        if let Some(coding) = file.coding.or(on_the_fly) {
+            headers.insert(header::CONTENT_ENCODING, value(coding.name()));
+        }
+        if on_the_fly.is_none() {
+            headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        }
+
+        let mut status = StatusCode::OK;
+        let mut start = 0;
+        let mut len = file.len;
+        if wants_range && on_the_fly.is_none() && if_range_holds(request, &strong, file.modified) {
+            match parse_range(request, file.len) {
+                Range::Whole => {}
+                Range::Part(first, last) => {
+                    status = StatusCode::PARTIAL_CONTENT;
+                    start = first;
+                    len = last - first + 1;
+                    headers.insert(
+                        header::CONTENT_RANGE,
+                        value(&format!("bytes {first}-{last}/{}", file.len)),
+                    );
+                }
+                Range::Parts(parts) => {
+                    let boundary = boundary();
+                    let (body, total) = byteranges(
+                        file.file,
+                        &parts,
+                        file.len,
+                        content_type.as_ref(),
+                        &boundary,
+                    );
+                    headers.insert(
+                        header::CONTENT_TYPE,
+                        value(&format!("multipart/byteranges; boundary={boundary}")),
+                    );
+                    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(total));
+                    let body = if *method == Method::HEAD {
+                        ResponseBody::empty()
+                    } else {
+                        ResponseBody::Reader(ReaderBody::new(body, Some(total)))
+                    };
+                    let mut response = Response::new(body);
+                    *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+                    *response.headers_mut() = headers;
+                    return Ok(response);
+                }
+                Range::Unsatisfiable => {
+                    let mut response = response::error_page(StatusCode::RANGE_NOT_SATISFIABLE);
+                    response.headers_mut().insert(
+                        header::CONTENT_RANGE,
+                        value(&format!("bytes */{}", file.len)),
+                    );
+                    return Ok(response);
+                }
+            }
+        }
+
+        let body = if *method == Method::HEAD {
+            ResponseBody::empty()
+        } else if let Some(coding) = on_the_fly {
+            ResponseBody::Reader(coding.encode(BufReader::with_capacity(64 << 10, file.file)))
+        } else {
+            if start > 0 {
+                file.file.seek(SeekFrom::Start(start)).await?;
+            }
+            ResponseBody::Reader(ReaderBody::new(file.file.take(len), Some(len)))
+        };
+        if on_the_fly.is_none() {
+            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        }
+        let mut response = Response::new(body);
         *response.status_mut() = status;
-        response.headers_mut().extend(headers);
-        return Ok(Some(response));
+        *response.headers_mut() = headers;
+        Ok(response)
     }
-
-    headers.insert(header::CONTENT_TYPE, value(content_type.as_ref()));
-    if let Some(coding) = file.coding.or(on_the_fly) {
-        headers.insert(header::CONTENT_ENCODING, value(coding.name()));
-    }
-    if on_the_fly.is_none() {
-        headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    }
-
-    let mut status = StatusCode::OK;
-    let mut start = 0;
-    let mut len = file.len;
-    if wants_range && on_the_fly.is_none() && if_range_holds(&parts.headers, &strong, file.modified)
-    {
-        match parse_range(&parts.headers, file.len) {
-            Range::Whole => {}
-            Range::Part(first, last) => {
-                status = StatusCode::PARTIAL_CONTENT;
-                start = first;
-                len = last - first + 1;
-                headers.insert(
-                    header::CONTENT_RANGE,
-                    value(&format!("bytes {first}-{last}/{}", file.len)),
-                );
-            }
-            Range::Unsatisfiable => {
-                let mut response = response::error_page(StatusCode::RANGE_NOT_SATISFIABLE);
-                response.headers_mut().insert(
-                    header::CONTENT_RANGE,
-                    value(&format!("bytes */{}", file.len)),
-                );
-                return Ok(Some(response));
-            }
-        }
-    }
-
-    let body = if parts.method == Method::HEAD {
-        ResponseBody::empty()
-    } else if let Some(coding) = on_the_fly {
-        ResponseBody::Reader(coding.encode(BufReader::with_capacity(64 << 10, file.file)))
-    } else {
-        if start > 0 {
-            file.file.seek(SeekFrom::Start(start)).await?;
-        }
-        ResponseBody::Reader(ReaderBody::new(file.file.take(len), Some(len)))
-    };
-    if on_the_fly.is_none() {
-        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    }
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    Ok(Some(response))
 }
 
 fn value(text: &str) -> HeaderValue {
@@ -429,14 +507,31 @@ fn if_range_holds(headers: &HeaderMap, strong_etag: &str, modified: SystemTime) 
 
 #[derive(Debug, PartialEq, Eq)]
 enum Range {
-    /// No usable Range: send the whole file (also for several ranges,
-    /// which Hearth does not serve as multipart/byteranges).
+    /// No usable Range: send the whole file.
     Whole,
     /// First and last byte, inclusive.
     Part(u64, u64),
+    /// Several parts, sent as `multipart/byteranges`, in the order asked.
+    Parts(Vec<(u64, u64)>),
     Unsatisfiable,
 }
 
+/// Most ranges a request may ask for; with more, the whole file is sent
+/// (as nginx does past its `max_ranges`).
+const MAX_RANGES: usize = 100;
+
+/// One range of a `Range` header.
+enum One {
+    Part(u64, u64),
+    /// Starts past the end: left out (the whole header is unsatisfiable
+    /// when every range is).
+    Unsatisfiable,
+    Malformed,
+}
+
+/// RFC 9110 section 14.1.2, as nginx reads it: ranges past the end are
+/// left out; a malformed one, too many, or more bytes in all than the
+/// file has (overlapping ranges), and the whole file is sent.
 fn parse_range(headers: &HeaderMap, len: u64) -> Range {
     let Some(spec) = headers
         .get(header::RANGE)
@@ -445,39 +540,143 @@ fn parse_range(headers: &HeaderMap, len: u64) -> Range {
     else {
         return Range::Whole;
     };
-    if spec.contains(',') || len == 0 {
+    if len == 0 {
         return Range::Whole;
     }
-    let Some((first, last)) = spec.trim().split_once('-') else {
-        return Range::Whole;
+    let mut parts = Vec::new();
+    let mut total = 0u64;
+    for one in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match parse_one(one, len) {
+            One::Part(first, last) => {
+                parts.push((first, last));
+                total += last - first + 1;
+                if parts.len() > MAX_RANGES {
+                    return Range::Whole;
+                }
+            }
+            One::Unsatisfiable => {}
+            One::Malformed => return Range::Whole,
+        }
+    }
+    match parts[..] {
+        [] => Range::Unsatisfiable,
+        [(first, last)] => Range::Part(first, last),
+        _ if total > len => Range::Whole,
+        _ => Range::Parts(parts),
+    }
+}
+
+fn parse_one(spec: &str, len: u64) -> One {
+    let Some((first, last)) = spec.split_once('-') else {
+        return One::Malformed;
     };
     let (first, last) = (first.trim(), last.trim());
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let number = |s: &str| {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse::<u64>().ok())
+            .flatten()
+    };
     if first.is_empty() {
         // The last `last` bytes.
-        let Some(n) = digits(last).then(|| last.parse::<u64>().ok()).flatten() else {
-            return Range::Whole;
+        return match number(last) {
+            None => One::Malformed,
+            Some(0) => One::Unsatisfiable,
+            Some(n) => One::Part(len.saturating_sub(n), len - 1),
         };
-        if n == 0 {
-            return Range::Unsatisfiable;
-        }
-        return Range::Part(len.saturating_sub(n), len - 1);
     }
-    let Some(first) = digits(first).then(|| first.parse::<u64>().ok()).flatten() else {
-        return Range::Whole;
+    let Some(first) = number(first) else {
+        return One::Malformed;
     };
     let last = if last.is_empty() {
         len - 1
     } else {
-        match digits(last).then(|| last.parse::<u64>().ok()).flatten() {
+        match number(last) {
             Some(l) if l >= first => l.min(len - 1),
-            _ => return Range::Whole,
+            _ => return One::Malformed,
         }
     };
     if first >= len {
-        return Range::Unsatisfiable;
+        return One::Unsatisfiable;
     }
-    Range::Part(first, last)
+    One::Part(first, last)
+}
+
+/// A boundary for a `multipart/byteranges` body: nginx's form (digits),
+/// different for each response.
+fn boundary() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{:010}{:010}", seed, n % 10_000_000_000)
+}
+
+/// The parts of a `multipart/byteranges` body: each part's head, then
+/// its bytes read from the file 64 KiB at a time, then the closing
+/// boundary. Returns the body and its length.
+fn byteranges(
+    file: tokio::fs::File,
+    parts: &[(u64, u64)],
+    len: u64,
+    content_type: &str,
+    boundary: &str,
+) -> (impl tokio::io::AsyncRead + Send + 'static, u64) {
+    use bytes::Bytes;
+    use std::collections::VecDeque;
+
+    let parts: VecDeque<(Bytes, u64, u64)> = parts
+        .iter()
+        .map(|&(first, last)| {
+            let head = format!(
+                "\r\n--{boundary}\r\nContent-Type: {content_type}\r\n\
+                 Content-Range: bytes {first}-{last}/{len}\r\n\r\n"
+            );
+            (Bytes::from(head), first, last - first + 1)
+        })
+        .collect();
+    let tail = Bytes::from(format!("\r\n--{boundary}--\r\n"));
+    let total = parts
+        .iter()
+        .map(|(head, _, n)| head.len() as u64 + n)
+        .sum::<u64>()
+        + tail.len() as u64;
+
+    struct State {
+        file: tokio::fs::File,
+        parts: VecDeque<(Bytes, u64, u64)>,
+        tail: Option<Bytes>,
+        /// Bytes of the current part still to read.
+        left: u64,
+    }
+    let state = State {
+        file,
+        parts,
+        tail: Some(tail),
+        left: 0,
+    };
+    let chunks = futures_util::stream::try_unfold(state, |mut s| async move {
+        if s.left == 0 {
+            if let Some((head, start, n)) = s.parts.pop_front() {
+                s.file.seek(SeekFrom::Start(start)).await?;
+                s.left = n;
+                return Ok(Some((head, s)));
+            }
+            return Ok(s.tail.take().map(|tail| (tail, s)));
+        }
+        let mut buf = vec![0; s.left.min(64 << 10) as usize];
+        let n = s.file.read(&mut buf).await?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the file shrank while it was sent",
+            ));
+        }
+        buf.truncate(n);
+        s.left -= n as u64;
+        Ok::<_, std::io::Error>(Some((Bytes::from(buf), s)))
+    });
+    (tokio_util::io::StreamReader::new(chunks), total)
 }
 
 #[cfg(test)]
@@ -564,7 +763,27 @@ mod tests {
         assert_eq!(range("bytes=-200", 100), Range::Part(0, 99));
         assert_eq!(range("bytes=100-", 100), Range::Unsatisfiable);
         assert_eq!(range("bytes=-0", 100), Range::Unsatisfiable);
-        assert_eq!(range("bytes=0-1,5-6", 100), Range::Whole);
+        assert_eq!(
+            range("bytes=0-1,5-6", 100),
+            Range::Parts(vec![(0, 1), (5, 6)])
+        );
+        assert_eq!(
+            range("bytes=0-1, -2", 100),
+            Range::Parts(vec![(0, 1), (98, 99)])
+        );
+        // Past the end: left out; all of them: 416.
+        assert_eq!(range("bytes=0-1,200-300", 100), Range::Part(0, 1));
+        assert_eq!(range("bytes=200-,300-", 100), Range::Unsatisfiable);
+        // More bytes than the file, a malformed one, too many: the whole file.
+        assert_eq!(range("bytes=0-99,0-99", 100), Range::Whole);
+        assert_eq!(range("bytes=0-1,x", 100), Range::Whole);
+        let many = (0..=MAX_RANGES)
+            .map(|i| format!("{i}-{i}"))
+            .collect::<Vec<_>>();
+        assert_eq!(
+            range(&format!("bytes={}", many.join(",")), 1000),
+            Range::Whole
+        );
         assert_eq!(range("bytes=5-1", 100), Range::Whole);
         assert_eq!(range("items=0-1", 100), Range::Whole);
         assert_eq!(range("bytes=x-1", 100), Range::Whole);

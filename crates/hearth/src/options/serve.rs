@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::values::{
     self, AccessLogChoice, Address, ClassicChoice, EnvVar, ExtensionChoice, Fallback, IndexFiles,
-    Listen, Proxy, RouteRule, Seconds, Size,
+    Listen, Proxy, RouteRule, Seconds, SendfileRoot, Size,
 };
 use super::{Fault, Origins, Section};
 
@@ -115,6 +115,13 @@ pub struct ServeOptions {
     /// files run in a php-fpm pool, routed as nginx would [default: none]
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+    /// A directory the app's X-Sendfile and X-Accel-Redirect responses may send
+    /// files from, sent by Hearth once the worker is free; PREFIX=DIR also maps
+    /// X-Accel-Redirect URIs under PREFIX (/protected/=/srv/files) onto DIR; PHP
+    /// is told with X-Sendfile-Type (repeatable) [default: none, such responses
+    /// get 500]
+    #[arg(long = "sendfile-root", value_name = "[PREFIX=]DIR")]
+    pub sendfile_roots: Vec<SendfileRoot>,
     /// Classic mode: the files tried, in order, for a request ending in / (nginx's
     /// index)
     #[arg(long, value_name = "NAMES")]
@@ -283,6 +290,7 @@ impl Default for ServeOptions {
             max_connections: 10_000,
             server_name: "localhost".to_owned(),
             root: None,
+            sendfile_roots: Vec::new(),
             index: IndexFiles::default(),
             fallback: Fallback::default(),
             classic: ClassicChoice::Auto,
@@ -352,6 +360,11 @@ impl Section for ServeOptions {
                 *path = dir.join(&*path);
             }
         }
+        for root in &mut self.sendfile_roots {
+            if root.dir.is_relative() {
+                root.dir = dir.join(&root.dir);
+            }
+        }
     }
 
     fn add_up(&mut self, file: ServeOptions, given: &Origins<'_>) {
@@ -362,6 +375,9 @@ impl Section for ServeOptions {
         }
         if given.on_command_line("trusted_proxies") {
             self.trusted_proxies.splice(0..0, file.trusted_proxies);
+        }
+        if given.on_command_line("sendfile_roots") {
+            self.sendfile_roots.splice(0..0, file.sendfile_roots);
         }
         // Environment variables: the file's, then the flags' (the last
         // one given for a name wins).
@@ -423,6 +439,31 @@ impl Section for ServeOptions {
         if let Some(why) = self.env.iter().find_map(EnvVar::fault) {
             return Err(Fault::new("env", why));
         }
+        if let Some(why) = self.sendfile_roots.iter().find_map(SendfileRoot::fault) {
+            return Err(Fault::new("sendfile_roots", why));
+        }
+        for root in &self.sendfile_roots {
+            match std::fs::metadata(&root.dir) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => {
+                    return Err(Fault::new(
+                        "sendfile_roots",
+                        format!("{} is not a directory", root.dir.display()),
+                    ))
+                }
+                Err(e) => {
+                    let hint = if root.dir.to_string_lossy().contains('=') {
+                        " (in PREFIX=DIR, the prefix ends with /)"
+                    } else {
+                        ""
+                    };
+                    return Err(Fault::new(
+                        "sendfile_roots",
+                        format!("{}: {e}{hint}", root.dir.display()),
+                    ));
+                }
+            }
+        }
         if let Some(why) = self.index.fault() {
             return Err(Fault::new("index", why));
         }
@@ -441,6 +482,13 @@ impl Section for ServeOptions {
                 "check_state",
                 "is for worker mode: in classic mode php-fpm starts every request afresh, \
                  with nothing kept to check",
+            ));
+        }
+        if !self.sendfile_roots.is_empty() && self.script.is_none() && self.root.is_some() {
+            return Err(Fault::new(
+                "sendfile_roots",
+                "is for worker mode: in classic mode php-fpm's X-Sendfile and \
+                 X-Accel-Redirect responses are not offloaded",
             ));
         }
         if self.root.is_none() && self.index != IndexFiles::default() {
@@ -600,6 +648,14 @@ impl ServeOptions {
         http.request_timeout = self.request_timeout.nonzero();
         http.tls = tls;
         http.h2c = self.h2c;
+        http.sendfile_roots = self
+            .sendfile_roots
+            .iter()
+            .map(|root| hearth_http::SendfileRoot {
+                prefix: root.prefix.clone(),
+                dir: std::path::absolute(&root.dir).unwrap_or_else(|_| root.dir.clone()),
+            })
+            .collect();
         http
     }
 }

@@ -1001,3 +1001,46 @@ fn run_words_are_a_file_or_a_command_and_its_sources() {
     assert_eq!(renamed.command, ["echo"]);
     assert_eq!(renamed.sources.len(), 2);
 }
+
+#[test]
+fn sendfile_roots_from_the_file_and_flags() {
+    let file = "[serve]\nscript = \"w.php\"\nsendfile_roots = [\".\", \"/dl/=/usr\"]\n";
+    let o = serve(&["--sendfile-root", "/tmp"], Some(file)).unwrap();
+    let roots: Vec<String> = o.sendfile_roots.iter().map(|r| r.to_string()).collect();
+    assert_eq!(
+        roots.len(),
+        3,
+        "the file's roots, then the flag's: {roots:?}"
+    );
+    assert!(
+        o.sendfile_roots[0].dir.is_absolute(),
+        "relative to the file: {roots:?}"
+    );
+    assert_eq!(roots[1..], ["/dl/=/usr", "/tmp"]);
+    let http = o.serve_config(None);
+    assert_eq!(http.sendfile_roots[1].prefix.as_deref(), Some("/dl/"));
+    assert_eq!(http.sendfile_roots[2].dir, Path::new("/tmp"));
+
+    for (text, expected) in [
+        (
+            "[serve]\nscript = \"w.php\"\nsendfile_roots = [\"/dl=/usr\"]\n",
+            "/etc/app/hearth.toml: [serve] sendfile_roots: /dl=/usr: No such file or directory \
+             (os error 2) (in PREFIX=DIR, the prefix ends with /)",
+        ),
+        (
+            "[serve]\nscript = \"w.php\"\nsendfile_roots = [\"dl/=/usr\"]\n",
+            "/etc/app/hearth.toml: [serve] sendfile_roots: prefix \"dl/\" must be a URI path",
+        ),
+        (
+            "[serve]\nscript = \"w.php\"\nsendfile_roots = [\"/etc/passwd\"]\n",
+            "/etc/app/hearth.toml: [serve] sendfile_roots: /etc/passwd is not a directory",
+        ),
+        (
+            "[serve]\nroot = \".\"\nsendfile_roots = [\"/tmp\"]\n",
+            "/etc/app/hearth.toml: [serve] sendfile_roots: is for worker mode",
+        ),
+    ] {
+        let message = serve(&[], Some(text)).unwrap_err().message;
+        assert!(message.starts_with(expected), "{message}");
+    }
+}

@@ -321,6 +321,63 @@ impl fmt::Display for Proxy {
     }
 }
 
+/// A directory the file offload serves from: `DIR` for `X-Sendfile`
+/// paths under it, or `PREFIX=DIR` (the prefix starts and ends with `/`)
+/// for `X-Accel-Redirect` URIs under PREFIX too, mapped onto DIR as an
+/// nginx `location PREFIX { internal; alias DIR/; }` maps them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendfileRoot {
+    pub prefix: Option<String>,
+    pub dir: std::path::PathBuf,
+}
+
+impl SendfileRoot {
+    /// Why this root cannot be used, if it cannot (its directory is
+    /// checked when Hearth starts).
+    pub fn fault(&self) -> Option<String> {
+        if let Some(prefix) = &self.prefix {
+            let normal = !prefix.contains("//")
+                && !prefix.split('/').any(|seg| seg == "." || seg == "..")
+                && !prefix.bytes().any(|b| b.is_ascii_control() || b == b'%');
+            if !prefix.starts_with('/') || !prefix.ends_with('/') || !normal {
+                return Some(format!(
+                    "prefix {prefix:?} must be a URI path that starts and ends with /, without                      //, . or .. segments or percent-encoding"
+                ));
+            }
+        }
+        if self.dir.as_os_str().is_empty() {
+            return Some(format!("{self} names no directory"));
+        }
+        None
+    }
+}
+
+impl std::str::FromStr for SendfileRoot {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<SendfileRoot, String> {
+        match s.split_once('=') {
+            Some((prefix, dir)) if prefix.ends_with('/') => Ok(SendfileRoot {
+                prefix: Some(prefix.to_owned()),
+                dir: dir.into(),
+            }),
+            _ => Ok(SendfileRoot {
+                prefix: None,
+                dir: s.into(),
+            }),
+        }
+    }
+}
+
+impl fmt::Display for SendfileRoot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(prefix) = &self.prefix {
+            write!(f, "{prefix}=")?;
+        }
+        self.dir.display().fmt(f)
+    }
+}
+
 /// The index files of classic mode (nginx's `index`): names tried in
 /// order for a request ending in `/`. Written "index.php index.html" (or
 /// with commas); in the file also a TOML array of names.
@@ -474,6 +531,7 @@ serialize_as_text!(
     Listen,
     SocketMode,
     Proxy,
+    SendfileRoot,
     ExtensionChoice,
     IndexFiles,
     Fallback
@@ -508,6 +566,7 @@ deserialize_from_text!(
     Listen,
     SocketMode,
     Proxy,
+    SendfileRoot,
     ExtensionChoice,
     Fallback
 );
