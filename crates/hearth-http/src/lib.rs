@@ -24,6 +24,8 @@
 //! - `protocol`: what a new connection speaks (TLS, ALPN, h2c preface).
 //! - `mixed`: mixed sites' requests: to the workers (the front
 //!   controller) or answered as classic mode answers them.
+//! - `routes`: several worker pools behind one server, each request to
+//!   the pool its host and path pick.
 //! - `classic`: classic mode's requests: routed as nginx would, then a
 //!   static file, a redirect, an error page or a php-fpm child.
 //! - `request`: a request as a worker receives it: body, `$_SERVER` (with
@@ -80,6 +82,7 @@ mod offload;
 mod protocol;
 mod request;
 mod response;
+mod routes;
 mod sendbuf;
 mod server;
 mod stall;
@@ -98,7 +101,8 @@ pub use metrics::{Metrics, PoolReport, PoolSnapshot};
 pub use mixed::{Area, MixedSite};
 pub use observe::{Observed, Observer};
 pub use response::{ReaderBody, ResponseBody, StreamError};
-pub use server::{serve, serve_classic, serve_mixed};
+pub use routes::{PoolRoute, Pools};
+pub use server::{serve, serve_classic, serve_mixed, serve_pools};
 pub use tls::{TlsConfig, TlsError};
 
 #[cfg(test)]

@@ -37,6 +37,11 @@ struct ClassLabels {
 pub trait PoolReport: Send + Sync + std::fmt::Debug + 'static {
     /// The processes' state now (cheap: read at each scrape).
     fn report(&self) -> PoolSnapshot;
+    /// With several pools, each one's state by name; the metrics then
+    /// carry a `pool` label. None for a single pool.
+    fn pools(&self) -> Vec<(String, PoolSnapshot)> {
+        Vec::new()
+    }
 }
 
 /// The processes' state at one moment, for `/metrics` and `/readyz`.
@@ -252,6 +257,14 @@ fn class_label(status: u16) -> &'static str {
     }
 }
 
+/// A pool gauge: its name, its help, and how to read it from a snapshot.
+type PoolGauge<'a> = (&'a str, &'a str, fn(&PoolSnapshot) -> usize);
+
+/// The labels of one pool's metrics: its name, when there are several.
+fn pool_labels(pool: Option<&str>) -> Vec<(&'static str, &str)> {
+    pool.map(|name| ("pool", name)).into_iter().collect()
+}
+
 /// Reads the pool's counters and gauges at scrape time.
 #[derive(Debug)]
 struct PoolCollector {
@@ -283,57 +296,86 @@ pub fn counter(
 
 impl Collector for PoolCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
-        let status = self.pool.report();
+        // One pool: its metrics as they are; several: each with its name
+        // in a `pool` label.
+        let named = self.pool.pools();
+        let snapshots: Vec<(Option<&str>, PoolSnapshot)> = if named.is_empty() {
+            vec![(None, self.pool.report())]
+        } else {
+            named
+                .iter()
+                .map(|(name, s)| (Some(name.as_str()), s.clone()))
+                .collect()
+        };
         let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
-        gauge(
-            &mut encoder,
-            "hearth_pool_queue_depth",
-            "Requests waiting for a free worker",
-            n(status.waiting),
-        )?;
-        gauge(
-            &mut encoder,
-            "hearth_pool_workers_live",
-            "Workers booted and not exited",
-            n(status.live),
-        )?;
-        gauge(
-            &mut encoder,
-            "hearth_pool_workers_busy",
-            "Workers running a request",
-            n(status.busy),
-        )?;
-        gauge(
-            &mut encoder,
-            "hearth_pool_workers_idle",
-            "Workers waiting for a request",
-            n(status.idle),
-        )?;
-        gauge(
-            &mut encoder,
-            "hearth_pool_workers_min",
-            "Workers always running (min_workers)",
-            n(status.min_workers),
-        )?;
-        gauge(
-            &mut encoder,
-            "hearth_pool_workers_max",
-            "Workers at most (workers)",
-            n(status.workers),
-        )?;
-        gauge(
-            &mut encoder,
-            "hearth_pool_workers_failing",
-            "Slots whose worker is failing to boot",
-            n(status.failing),
-        )?;
-        if let Some(started) = status.started {
-            counter(
-                &mut encoder,
+        let gauges: [PoolGauge<'_>; 7] = [
+            (
+                "hearth_pool_queue_depth",
+                "Requests waiting for a free worker",
+                |s| s.waiting,
+            ),
+            (
+                "hearth_pool_workers_live",
+                "Workers booted and not exited",
+                |s| s.live,
+            ),
+            (
+                "hearth_pool_workers_busy",
+                "Workers running a request",
+                |s| s.busy,
+            ),
+            (
+                "hearth_pool_workers_idle",
+                "Workers waiting for a request",
+                |s| s.idle,
+            ),
+            (
+                "hearth_pool_workers_min",
+                "Workers always running (min_workers)",
+                |s| s.min_workers,
+            ),
+            (
+                "hearth_pool_workers_max",
+                "Workers at most (workers)",
+                |s| s.workers,
+            ),
+            (
+                "hearth_pool_workers_failing",
+                "Slots whose worker is failing to boot",
+                |s| s.failing,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            if let [(None, snapshot)] = &snapshots[..] {
+                ConstGauge::new(n(value(snapshot))).encode(family)?;
+                continue;
+            }
+            for (pool, snapshot) in &snapshots {
+                let labels = pool_labels(*pool);
+                let metric = family.encode_family(&labels)?;
+                ConstGauge::new(n(value(snapshot))).encode(metric)?;
+            }
+        }
+        if snapshots.iter().all(|(_, s)| s.started.is_some()) {
+            let mut family = encoder.encode_descriptor(
                 "hearth_pool_worker_starts",
                 "Workers started, first boots included",
-                started,
+                None,
+                MetricType::Counter,
             )?;
+            match &snapshots[..] {
+                [(None, snapshot)] => {
+                    ConstCounter::new(snapshot.started.unwrap_or(0)).encode(family)?;
+                }
+                _ => {
+                    for (pool, snapshot) in &snapshots {
+                        let labels = pool_labels(*pool);
+                        let metric = family.encode_family(&labels)?;
+                        ConstCounter::new(snapshot.started.unwrap_or(0)).encode(metric)?;
+                    }
+                }
+            }
         }
         let mut restarts = encoder.encode_descriptor(
             "hearth_pool_worker_restarts",
@@ -341,10 +383,13 @@ impl Collector for PoolCollector {
             None,
             MetricType::Counter,
         )?;
-        for (reason, count) in status.restarts_by_reason {
-            let labels = [("reason", reason.as_str())];
-            let metric = restarts.encode_family(&labels)?;
-            ConstCounter::new(count).encode(metric)?;
+        for (pool, snapshot) in &snapshots {
+            for (reason, count) in &snapshot.restarts_by_reason {
+                let mut labels = pool_labels(*pool);
+                labels.push(("reason", reason.as_str()));
+                let metric = restarts.encode_family(&labels)?;
+                ConstCounter::new(*count).encode(metric)?;
+            }
         }
         if let Some(log) = &self.access_log {
             counter(

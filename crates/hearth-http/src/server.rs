@@ -29,6 +29,7 @@ use crate::mixed::{Decision, MixedSite};
 use crate::observe::{Observed, Record};
 use crate::protocol::{self, Negotiation, Protocol};
 use crate::response::{self, ResponseBody};
+use crate::routes::Pools;
 use crate::sendbuf::{self, Budget};
 use crate::stall::{Watched, WriteTimeout};
 use crate::throttle::{self, Throttle};
@@ -40,6 +41,9 @@ use crate::{compress, offload, request, static_files};
 enum Backend {
     /// Warm workers running the worker script.
     Workers(Pool),
+    /// Several pools of warm workers, each request to the one its route
+    /// picks.
+    Routed(Arc<Pools>),
     /// Classic mode: a php-fpm pool running the site's scripts.
     Classic(Arc<ClassicSite>),
     /// A mixed site: the front controller in the workers, the other
@@ -72,6 +76,26 @@ pub async fn serve(
     serve_app(
         listener.into(),
         Backend::Workers(pool),
+        workers,
+        config,
+        shutdown,
+    )
+    .await
+}
+
+/// Serves several worker pools (see [`Pools`]) as [`serve`] serves one:
+/// each request goes to the pool its route picks. The pools are left
+/// running; the caller stops them.
+pub async fn serve_pools(
+    listener: impl Into<Listener>,
+    pools: Arc<Pools>,
+    config: ServeConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let workers = pools.most_workers();
+    serve_app(
+        listener.into(),
+        Backend::Routed(pools),
         workers,
         config,
         shutdown,
@@ -395,8 +419,12 @@ async fn respond(
         responses: &app.responses,
         conn: &conn,
     };
-    let (pool, static_first) = match &app.backend {
-        Backend::Workers(pool) => (pool, true),
+    let (pool, static_first, request_timeout) = match &app.backend {
+        Backend::Workers(pool) => (pool, true, config.request_timeout),
+        Backend::Routed(pools) => match pools.pick(&parts) {
+            Ok(route) => (&route.pool, true, route.request_timeout),
+            Err(status) => return Ok(response::error_page(status)),
+        },
         Backend::Classic(site) => {
             let turn = match wait_turn(&turns, site.queue_timeout(), &conn, &app).await {
                 Some(turn) => turn,
@@ -405,7 +433,7 @@ async fn respond(
             return Ok(classic::respond(site, parts, incoming, Box::new(turn), cx).await);
         }
         Backend::Mixed(pool, mixed) => match mixed.decide(&parts) {
-            Decision::Worker { static_first } => (pool, static_first),
+            Decision::Worker { static_first } => (pool, static_first, config.request_timeout),
             Decision::Answer(response) => return Ok(response),
             Decision::Classic(routed) => {
                 let site = mixed.site();
@@ -446,9 +474,7 @@ async fn respond(
         Ok(lease) => lease,
         Err(e) => return Ok(failure(&e, config)),
     };
-    let deadline = config
-        .request_timeout
-        .map(|limit| tokio::time::Instant::now() + limit);
+    let deadline = request_timeout.map(|limit| tokio::time::Instant::now() + limit);
     if let Some(deadline) = deadline {
         lease.set_deadline(deadline);
     }

@@ -5,6 +5,9 @@ use std::time::Duration;
 /// How a pool starts and runs its PHP workers.
 #[derive(Debug, Clone)]
 pub struct PoolConfig {
+    /// The pool's name, on its log lines: a server with several pools names
+    /// them (none: the only pool, or the default one).
+    pub name: Option<String>,
     /// The PHP binary. `php-cgi` gives full legacy support (`header()`,
     /// `setcookie()`, sessions); `php` (CLI) ignores headers set that way.
     pub php: PathBuf,
@@ -217,6 +220,7 @@ impl PoolConfig {
     /// A configuration with defaults for everything but what must be given.
     pub fn new(php: impl Into<PathBuf>, script: impl Into<PathBuf>, workers: usize) -> PoolConfig {
         PoolConfig {
+            name: None,
             php: php.into(),
             script: script.into(),
             workers,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use hearth_proto::message::Ready;
+use tracing::Instrument as _;
 
 use crate::dispatch;
 use crate::lease::Lease;
@@ -55,15 +56,20 @@ impl Pool {
         let php = PhpInfo::probe(&config).await?;
         let paths = Arc::new(Paths::resolve(&config)?);
         let workers = config.workers.max(1);
+        // Its tasks' log lines name the pool, when it has a name.
+        let span = match &config.name {
+            Some(name) => tracing::info_span!("pool", pool = %name),
+            None => tracing::Span::none(),
+        };
         let shared = Arc::new(Shared::new(config, php, paths));
         let mut handles: Vec<_> = (0..workers)
-            .map(|slot| tokio::spawn(supervise(shared.clone(), slot)))
+            .map(|slot| tokio::spawn(supervise(shared.clone(), slot).instrument(span.clone())))
             .collect();
         if shared.config.idle_ttl.is_some()
             || shared.config.ttl.is_some()
             || shared.config.min_workers < workers
         {
-            handles.push(tokio::spawn(sweep_idle(shared.clone())));
+            handles.push(tokio::spawn(sweep_idle(shared.clone()).instrument(span)));
         }
         *lock(&shared.supervisors) = handles;
         Ok(Pool { shared })

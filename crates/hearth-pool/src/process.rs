@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Child;
+use tracing::Instrument as _;
 
 use crate::channel::Channel;
 use crate::php::{worker_command, PhpInfo};
@@ -183,18 +184,14 @@ pub(crate) fn spawn(config: &PoolConfig, info: &PhpInfo, paths: &Paths) -> Resul
     let output = Output::new(pid, info.supports_headers());
     let mut forwarders = Vec::with_capacity(2);
     if let Some(stdout) = child.stdout.take() {
-        forwarders.push(tokio::spawn(forward(
-            stdout,
-            Stream::Stdout,
-            output.clone(),
-        )));
+        forwarders.push(tokio::spawn(
+            forward(stdout, Stream::Stdout, output.clone()).in_current_span(),
+        ));
     }
     if let Some(stderr) = child.stderr.take() {
-        forwarders.push(tokio::spawn(forward(
-            stderr,
-            Stream::Stderr,
-            output.clone(),
-        )));
+        forwarders.push(tokio::spawn(
+            forward(stderr, Stream::Stderr, output.clone()).in_current_span(),
+        ));
     }
     Ok(Spawned {
         child,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::process::Child;
+use tracing::Instrument as _;
 
 use crate::boot::{boot, describe};
 use crate::observe::RestartReason;
@@ -165,16 +166,19 @@ async fn run(
                     Box::pin(watch(next_child, ws.clone(), shared.clone())),
                 );
                 let pid = ws.pid;
-                tokio::spawn(async move {
-                    let status = old_watch.await;
-                    old.set_exit(status.as_ref().ok().copied());
-                    old.fail_queued();
-                    tracing::info!(
-                        pid = old.pid,
-                        "worker replaced by {pid}; it exited ({})",
-                        describe(&status)
-                    );
-                });
+                tokio::spawn(
+                    async move {
+                        let status = old_watch.await;
+                        old.set_exit(status.as_ref().ok().copied());
+                        old.fail_queued();
+                        tracing::info!(
+                            pid = old.pid,
+                            "worker replaced by {pid}; it exited ({})",
+                            describe(&status)
+                        );
+                    }
+                    .in_current_span(),
+                );
             }
             Err(e) => {
                 tracing::error!(

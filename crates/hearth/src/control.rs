@@ -242,6 +242,8 @@ pub enum Engine {
     /// A mixed site: the worker pool (the front controller) and the
     /// php-fpm pool (the other scripts).
     Mixed(Pool, Arc<crate::classic::Classic>),
+    /// Several worker pools (`[[serve.pool]]`): the default one first.
+    Pools(Arc<hearth_http::Pools>),
     /// Something that reports and reloads itself: `hearth work`.
     Other(Arc<dyn Controlled>),
 }
@@ -353,6 +355,24 @@ pub async fn report(state: &ControlState) -> Value {
             report["classic"] = json!({"pool": fpm, "workers": children});
             report
         }
+        Engine::Pools(pools) => {
+            let default = pools.all().next().map(|r| &r.pool);
+            let mut report = match default {
+                Some(pool) => status(state, pool),
+                None => json!({}),
+            };
+            report["pools"] = pools
+                .all()
+                .map(|route| {
+                    let mut one = pool_status(&route.pool);
+                    one["name"] = json!(route.name);
+                    one["host"] = json!(route.hosts);
+                    one["path"] = json!(route.prefixes);
+                    one
+                })
+                .collect();
+            report
+        }
         Engine::Other(other) => other.status(state).await,
     }
 }
@@ -416,10 +436,53 @@ pub async fn reload(state: &ControlState) -> Result<Reloaded, String> {
                 }
             }
         }
+        Engine::Pools(pools) => {
+            tracing::info!("reload asked for: reloading every pool's workers");
+            reload_pools(pools).await
+        }
         Engine::Other(other) => other.reload().await.map(|message| Reloaded {
             message,
             script: None,
         }),
+    }
+}
+
+/// Reloads every pool, each on its own: a pool whose new code cannot boot
+/// keeps its old workers, and the others are reloaded all the same. The
+/// error names the pools that failed.
+pub async fn reload_pools(pools: &hearth_http::Pools) -> Result<Reloaded, String> {
+    let mut done = Vec::new();
+    let mut failed = Vec::new();
+    for route in pools.all() {
+        match route.pool.reload().await {
+            Ok(paths) => {
+                tracing::info!(
+                    "reload done: every worker of pool {} runs {}",
+                    route.name,
+                    paths.script.display()
+                );
+                done.push(format!("{} runs {}", route.name, paths.script.display()));
+            }
+            Err(e) => {
+                tracing::error!(
+                    "reload of pool {} failed, its old workers keep serving: {e}",
+                    route.name
+                );
+                failed.push(format!(
+                    "pool {}: reload failed, its old workers keep serving: {e}",
+                    route.name
+                ));
+            }
+        }
+    }
+    if failed.is_empty() {
+        let script = pools.all().next().map(|r| r.pool.paths().script.clone());
+        Ok(Reloaded {
+            message: format!("reloaded: {}", done.join("; ")),
+            script,
+        })
+    } else {
+        Err(failed.join("; "))
     }
 }
 
@@ -440,6 +503,22 @@ async fn reload_workers(pool: &Pool) -> Result<std::sync::Arc<hearth_pool::Paths
 
 /// The status report: the pool's totals and each worker.
 pub fn status(state: &ControlState, pool: &Pool) -> Value {
+    let one = pool_status(pool);
+    json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "pid": std::process::id(),
+        "listen": state.listen.as_ref().map(ToString::to_string),
+        "script": one["script"],
+        "uptime": state.started.elapsed().as_secs_f64(),
+        "stopping": state.stopping.load(Ordering::Acquire) || pool.is_stopping(),
+        "pool": one["pool"],
+        "workers": one["workers"],
+        "past_workers": one["past_workers"],
+    })
+}
+
+/// One pool's part of the status: its script, counts and workers.
+pub fn pool_status(pool: &Pool) -> Value {
     let s = pool.status();
     let config = pool.config();
     let reasons: serde_json::Map<String, Value> = s
@@ -467,12 +546,7 @@ pub fn status(state: &ControlState, pool: &Pool) -> Value {
         })
         .collect();
     json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "pid": std::process::id(),
-        "listen": state.listen.as_ref().map(ToString::to_string),
         "script": pool.paths().script,
-        "uptime": state.started.elapsed().as_secs_f64(),
-        "stopping": state.stopping.load(Ordering::Acquire) || pool.is_stopping(),
         "pool": {
             "workers": s.workers,
             "min_workers": config.min_workers.min(s.workers),

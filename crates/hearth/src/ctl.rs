@@ -151,10 +151,45 @@ fn table(status: &Value) -> String {
             ""
         },
     );
-    if let Some(script) = status["script"].as_str() {
-        let _ = writeln!(out, "script: {script}");
+    match status["pools"].as_array() {
+        Some(pools) => {
+            for pool in pools {
+                let route: Vec<String> = pool["host"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(|h| format!("host {h}"))
+                    .chain(
+                        pool["path"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(Value::as_str)
+                            .map(|p| format!("{p}*")),
+                    )
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "\npool {}: {} ({})",
+                    pool["name"].as_str().unwrap_or("?"),
+                    pool["script"].as_str().unwrap_or("?"),
+                    if route.is_empty() {
+                        "every other request".to_owned()
+                    } else {
+                        route.join(", ")
+                    }
+                );
+                out.push_str(&pool_lines(pool));
+            }
+        }
+        None => {
+            if let Some(script) = status["script"].as_str() {
+                let _ = writeln!(out, "script: {script}");
+            }
+            out.push_str(&pool_lines(status));
+        }
     }
-    out.push_str(&pool_lines(status));
     // A mixed site: php-fpm's children, which run the other scripts.
     let classic = &status["classic"];
     if classic.is_object() {

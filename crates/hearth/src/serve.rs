@@ -32,6 +32,18 @@ struct Setup {
     observe: crate::observe::ObserveSetup,
     /// A mixed site's php-fpm half, when it is one.
     mixed: Option<MixedSetup>,
+    /// The pools of `[[serve.pool]]`, besides the default one.
+    pools: Vec<PoolSetup>,
+}
+
+/// One pool of `[[serve.pool]]`, resolved.
+#[derive(Debug)]
+struct PoolSetup {
+    name: String,
+    hosts: Vec<String>,
+    prefixes: Vec<String>,
+    config: PoolConfig,
+    request_timeout: Option<Duration>,
 }
 
 /// A mixed site's classic half, resolved: what php-fpm runs and how
@@ -56,16 +68,7 @@ fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
         Some(script) => (script.clone(), false),
         None => (assets::extract_demo()?, true),
     };
-    // Kept as given (made absolute): the pool resolves symlinks at start
-    // and again at every reload, so that a deploy that switches a
-    // `current` link is picked up by the next reload.
-    let script = std::path::absolute(&script)
-        .with_context(|| format!("worker script {}", script.display()))?;
-    let real = std::fs::canonicalize(&script)
-        .with_context(|| format!("worker script {}", script.display()))?;
-    if !real.is_file() {
-        bail!("worker script {} is not a file", script.display());
-    }
+    let (script, real) = worker_script(&script)?;
     let watch = match (options.watch, &options.watch_dir) {
         (false, _) => None,
         (true, None) => Some(None),
@@ -95,18 +98,25 @@ fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
         tracing::warn!("--env {name}: Hearth's environment has no {name}; workers do not get it");
     }
 
-    // As the script: resolved by the pool, at start and at every reload.
-    pool.document_root = match &options.root {
-        Some(root) => {
-            let real = std::fs::canonicalize(root)
-                .with_context(|| format!("document root {}", root.display()))?;
-            if !real.is_dir() {
-                bail!("document root {} is not a directory", root.display());
-            }
-            Some(std::path::absolute(root)?)
-        }
-        None => None,
-    };
+    pool.document_root = document_root(options.root.as_deref())?;
+    let mut pools = Vec::new();
+    for section in &options.pool {
+        let own = section.options(&options);
+        let context = || format!("[[serve.pool]] {}", section.name);
+        let script = own.script.as_deref().unwrap_or(Path::new(""));
+        let (script, _) = worker_script(script).with_context(context)?;
+        let user = worker_user(own.user.as_deref()).with_context(context)?;
+        let mut config = own.pool_config(&script, user);
+        config.name = Some(section.name.clone());
+        config.document_root = document_root(own.root.as_deref()).with_context(context)?;
+        pools.push(PoolSetup {
+            name: section.name.clone(),
+            hosts: section.hosts(),
+            prefixes: section.path.clone(),
+            config,
+            request_timeout: own.request_timeout.nonzero(),
+        });
+    }
     let tls = match (&options.tls_cert, &options.tls_key) {
         (Some(cert), Some(key)) => Some(hearth_http::TlsConfig::from_pem_files(cert, key)?),
         // `validate()` has refused one without the other.
@@ -119,6 +129,7 @@ fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
     };
     Ok(Setup {
         mixed,
+        pools,
         observe,
         watch,
         listen: options.listen.clone(),
@@ -129,6 +140,32 @@ fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
         demo,
         _private_assets: private_assets,
     })
+}
+
+/// A worker script, made absolute as given (the pool resolves symlinks at
+/// start and again at every reload, so that a deploy that switches a
+/// `current` link is picked up by the next reload), and its real path.
+fn worker_script(script: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let given = std::path::absolute(script)
+        .with_context(|| format!("worker script {}", script.display()))?;
+    let real = std::fs::canonicalize(&given)
+        .with_context(|| format!("worker script {}", script.display()))?;
+    if !real.is_file() {
+        bail!("worker script {} is not a file", script.display());
+    }
+    Ok((given, real))
+}
+
+/// A document root, made absolute as given (resolved by the pool, as the
+/// script is), once it is known to be a directory.
+fn document_root(root: Option<&Path>) -> anyhow::Result<Option<PathBuf>> {
+    let Some(root) = root else { return Ok(None) };
+    let real =
+        std::fs::canonicalize(root).with_context(|| format!("document root {}", root.display()))?;
+    if !real.is_dir() {
+        bail!("document root {} is not a directory", root.display());
+    }
+    Ok(Some(std::path::absolute(root)?))
 }
 
 /// How long an idle php-fpm child of a mixed site lives
@@ -270,6 +307,61 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
             (None, false) => "no Hearth extension: the PHP library's request startup".to_owned(),
         },
     );
+    let mut routed: Vec<hearth_http::PoolRoute> = Vec::new();
+    for own in &setup.pools {
+        let started = match Pool::start(own.config.clone()).await {
+            Ok(started) => started,
+            Err(e) => {
+                for route in &routed {
+                    route.pool.shutdown().await;
+                }
+                pool.shutdown().await;
+                return Err(anyhow::Error::from(e).context(format!("[[serve.pool]] {}", own.name)));
+            }
+        };
+        let route: Vec<String> = own
+            .hosts
+            .iter()
+            .map(|h| format!("host {h}"))
+            .chain(own.prefixes.iter().map(|p| format!("{p}*")))
+            .collect();
+        tracing::info!(
+            "pool {}: {} with {}, for {}",
+            own.name,
+            own.config.script.display(),
+            if own.config.min_workers < own.config.workers {
+                format!(
+                    "{} to {} workers",
+                    own.config.min_workers, own.config.workers
+                )
+            } else {
+                plural(own.config.workers, "worker")
+            },
+            route.join(", ")
+        );
+        routed.push(hearth_http::PoolRoute {
+            name: own.name.clone(),
+            hosts: own.hosts.clone(),
+            prefixes: own.prefixes.clone(),
+            pool: started,
+            request_timeout: own.request_timeout,
+        });
+    }
+    let pools = (!routed.is_empty()).then(|| {
+        let default = hearth_http::PoolRoute {
+            name: "default".to_owned(),
+            hosts: Vec::new(),
+            prefixes: Vec::new(),
+            pool: pool.clone(),
+            request_timeout: setup.http.request_timeout,
+        };
+        Arc::new(hearth_http::Pools::new(default, routed))
+    });
+    // Every pool, the default one first.
+    let all: Vec<Pool> = match &pools {
+        Some(pools) => pools.all().map(|r| r.pool.clone()).collect(),
+        None => vec![pool.clone()],
+    };
     if !php.supports_headers() {
         tracing::warn!(
             "{} is the CLI SAPI: header(), setcookie() and sessions are ignored there; use php-cgi for legacy apps (PSR-7 apps are fine)",
@@ -286,37 +378,47 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
         },
         None => None,
     };
-    let engine = match &classic {
-        Some(classic) => crate::control::Engine::Mixed(pool.clone(), classic.clone()),
-        None => crate::control::Engine::Workers(pool.clone()),
+    let engine = match (&classic, &pools) {
+        (Some(classic), _) => crate::control::Engine::Mixed(pool.clone(), classic.clone()),
+        (None, Some(pools)) => crate::control::Engine::Pools(pools.clone()),
+        (None, None) => crate::control::Engine::Workers(pool.clone()),
     };
     let observing = match crate::observe::start(&setup.observe, control, addr.clone(), engine).await
     {
         Ok(observing) => observing,
         Err(e) => {
-            stop_both(&pool, classic.as_deref(), &setup).await;
+            stop_both(&all, classic.as_deref(), &setup).await;
             return Err(e);
         }
     };
-    tokio::spawn(reloader(pool.clone(), setup.watch.clone(), classic.clone()));
-    tokio::spawn(report_readiness(
+    let others: Vec<(String, Pool)> = pools
+        .iter()
+        .flat_map(|p| p.all().skip(1).map(|r| (r.name.clone(), r.pool.clone())))
+        .collect();
+    tokio::spawn(reloader(
         pool.clone(),
-        setup.pool.min_workers.min(setup.pool.workers),
+        setup.watch.clone(),
+        classic.clone(),
+        others,
     ));
+    tokio::spawn(report_readiness(all.clone()));
     // A script that cannot boot at start ends `hearth serve` with the
     // reason, instead of leaving a server that answers 503 forever. Once a
     // worker has booted, failures are retried with a backoff instead.
-    let (gave_up_tx, gave_up) = tokio::sync::oneshot::channel();
-    let starting = pool.clone();
-    tokio::spawn(async move {
-        if let Err(e) = starting.wait_started(START_ATTEMPTS).await {
-            let _ = gave_up_tx.send(e);
-        }
-    });
+    let (gave_up_tx, mut gave_up) = tokio::sync::mpsc::channel(1);
+    for starting in &all {
+        let (starting, gave_up_tx) = (starting.clone(), gave_up_tx.clone());
+        tokio::spawn(async move {
+            if let Err(e) = starting.wait_started(START_ATTEMPTS).await {
+                let _ = gave_up_tx.try_send(e);
+            }
+        });
+    }
+    drop(gave_up_tx);
     let failed_start = std::sync::Arc::new(std::sync::Mutex::new(None));
 
     let stopping = observing.stopping.clone();
-    let (pool_for_signals, observing_stop) = (pool.clone(), observing.stop.clone());
+    let (pool_for_signals, observing_stop) = (all.clone(), observing.stop.clone());
     if let Some(classic) = &classic {
         tokio::spawn(classic.clone().supervise(observing.stop.clone()));
     }
@@ -325,7 +427,7 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
     let shutdown = async move {
         tokio::select! {
             () = shutdown_signal(pool_for_signals, observing_stop, killer) => {}
-            Ok(e) = gave_up => {
+            Some(e) = gave_up.recv() => {
                 tracing::error!("stopping: the worker script cannot boot");
                 *failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
             }
@@ -352,11 +454,16 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
             hearth_http::serve_mixed(listener, pool.clone(), Arc::new(site), http, shutdown)
                 .await?;
         }
-        _ => hearth_http::serve(listener, pool.clone(), http, shutdown).await?,
+        _ => match &pools {
+            Some(pools) => {
+                hearth_http::serve_pools(listener, pools.clone(), http, shutdown).await?
+            }
+            None => hearth_http::serve(listener, pool.clone(), http, shutdown).await?,
+        },
     }
     // Removes a unix socket's file.
     drop(socket_file);
-    stop_both(&pool, classic.as_deref(), &setup).await;
+    stop_both(&all, classic.as_deref(), &setup).await;
     if let Some(why) = classic.as_ref().and_then(|c| c.gave_up()) {
         drop(observing);
         tracing::error!("stopped: {why}");
@@ -400,14 +507,16 @@ async fn start_classic(mixed: &MixedSetup) -> anyhow::Result<Arc<crate::classic:
     Ok(Arc::new(classic))
 }
 
-/// Stops the workers and, for a mixed site, php-fpm, at the same time.
-async fn stop_both(pool: &Pool, classic: Option<&crate::classic::Classic>, setup: &Setup) {
+/// Stops every pool's workers and, for a mixed site, php-fpm, at the same
+/// time.
+async fn stop_both(pools: &[Pool], classic: Option<&crate::classic::Classic>, setup: &Setup) {
     let fpm = async {
         if let (Some(classic), Some(mixed)) = (classic, &setup.mixed) {
             classic.stop(mixed.options.stop_timeout.0).await;
         }
     };
-    tokio::join!(pool.shutdown(), fpm);
+    let workers = futures_util::future::join_all(pools.iter().map(Pool::shutdown));
+    tokio::join!(workers, fpm);
 }
 
 /// At start, how many boots in a row may fail in every slot before
@@ -421,15 +530,25 @@ const START_ATTEMPTS: u32 = 3;
 /// workers ready`), and whenever some fail to boot (`0 of 2 workers
 /// ready; 2 failing to boot`) until all are again. A worker replaced
 /// without trouble logs nothing here.
-async fn report_readiness(pool: Pool, wanted: usize) {
+async fn report_readiness(pools: Vec<Pool>) {
+    // Each pool's workers always running, and all pools' together.
+    let wants: Vec<usize> = pools
+        .iter()
+        .map(|p| p.config().min_workers.min(p.config().workers))
+        .collect();
+    let wanted = wants.iter().sum();
     let mut said = None;
     loop {
-        let changed = pool.changed();
-        if pool.is_stopping() {
+        let changed = futures_util::future::select_all(pools.iter().map(|p| Box::pin(p.changed())));
+        if pools.iter().any(Pool::is_stopping) {
             return;
         }
-        let status = pool.status();
-        let now = (status.live.min(wanted), status.failing);
+        let mut now = (0, 0);
+        for (pool, want) in pools.iter().zip(&wants) {
+            let status = pool.status();
+            now.0 += status.live.min(*want);
+            now.1 += status.failing;
+        }
         if said != Some(now) {
             let (ready, failing) = now;
             if failing > 0 {
@@ -495,6 +614,7 @@ async fn reloader(
     pool: Pool,
     watch: Option<Option<PathBuf>>,
     classic: Option<Arc<crate::classic::Classic>>,
+    others: Vec<(String, Pool)>,
 ) {
     use tokio::signal::unix::{signal, SignalKind};
     let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(8);
@@ -558,6 +678,18 @@ async fn reloader(
                     ""
                 }
             ),
+        }
+        // The other pools, each on its own.
+        for (name, other) in &others {
+            match other.reload().await {
+                Ok(paths) => tracing::info!(
+                    "reload done: every worker of pool {name} runs {}",
+                    paths.script.display()
+                ),
+                Err(e) => tracing::error!(
+                    "reload of pool {name} failed, its old workers keep serving: {e}"
+                ),
+            }
         }
     }
 }
@@ -684,7 +816,7 @@ pub(crate) fn watch_php_files(
 /// Completes on the first SIGTERM or SIGINT. A second one kills the
 /// workers (and a mixed site's php-fpm) and exits at once.
 pub(crate) async fn shutdown_signal(
-    pool: Pool,
+    pools: Vec<Pool>,
     stop: std::sync::Arc<tokio::sync::Notify>,
     classic: Option<Arc<crate::classic::Classic>>,
 ) {
@@ -694,7 +826,9 @@ pub(crate) async fn shutdown_signal(
         "the workers"
     };
     shutdown_signal_then(stop, what, move || {
-        pool.kill_all();
+        for pool in &pools {
+            pool.kill_all();
+        }
         if let Some(classic) = classic {
             classic.kill_now();
         }

@@ -105,6 +105,13 @@ fn keys_table<T: Section>() -> String {
     let mut out = String::from("| Key | Type | Default | Flag |\n|---|---|---|---|\n");
     for (key, default) in &defaults {
         let arg = args.iter().find(|a| a.get_id() == key.as_str());
+        if key == "pool" && T::NAME == "serve" {
+            out.push_str(
+                "| `[[serve.pool]]` | array of tables: see [Several pools](#several-pools) | \
+                 none | none: in the file only |\n",
+            );
+            continue;
+        }
         let name = match default {
             Value::Object(_) => format!("`[{}.{key}]`", T::NAME),
             _ if arg.is_some_and(is_table_list) => format!("`[[{}.{key}]]`", T::NAME),

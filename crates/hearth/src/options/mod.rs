@@ -15,6 +15,7 @@
 //! disk, loading certificates and looking up users is the commands' work.
 
 mod file;
+pub mod pools;
 pub mod run;
 pub mod serve;
 pub mod values;

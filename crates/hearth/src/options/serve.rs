@@ -9,6 +9,7 @@ use hearth_http::{ServeConfig, TlsConfig};
 use hearth_pool::{PoolConfig, WorkerUser};
 use serde::{Deserialize, Serialize};
 
+use super::pools::{self, PoolSection};
 use super::values::{
     self, AccessLogChoice, Address, ClassicChoice, EnvVar, ExtensionChoice, Fallback, IndexFiles,
     Listen, Proxy, RouteRule, Seconds, SendfileRoot, Size,
@@ -253,6 +254,11 @@ pub struct ServeOptions {
     /// Write the access log to this file (appending) instead of standard output
     #[arg(long, value_name = "PATH")]
     pub access_log_file: Option<PathBuf>,
+    /// Further worker pools, each taking the requests of its hosts or path
+    /// prefixes, with its own script, workers, limits and timeouts (in the file
+    /// only: [[serve.pool]])
+    #[arg(skip)]
+    pub pool: Vec<PoolSection>,
 }
 
 impl Default for ServeOptions {
@@ -325,6 +331,7 @@ impl Default for ServeOptions {
             admin_token: None,
             access_log: AccessLogChoice::Off,
             access_log_file: None,
+            pool: Vec::new(),
         }
     }
 }
@@ -364,6 +371,9 @@ impl Section for ServeOptions {
             if root.dir.is_relative() {
                 root.dir = dir.join(&root.dir);
             }
+        }
+        for pool in &mut self.pool {
+            pool.paths_from_file(dir);
         }
     }
 
@@ -493,6 +503,9 @@ impl Section for ServeOptions {
         }
         if self.root.is_none() && self.index != IndexFiles::default() {
             return Err(Fault::new("index", "needs a document root ({root})"));
+        }
+        if let Some(why) = pools::fault(&self.pool, self) {
+            return Err(Fault::new("pool", why));
         }
         self.validate_mixed()
     }
