@@ -126,6 +126,7 @@ bench: deps-bench ext
 	python3 bench/http.py
 	python3 bench/recycle.py
 	python3 bench/dashboard.py
+	python3 bench/pools.py
 	python3 bench/tasks.py
 	python3 bench/parallel.py
 	python3 bench/calls.py
