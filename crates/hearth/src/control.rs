@@ -485,6 +485,7 @@ pub fn status(state: &ControlState, pool: &Pool) -> Value {
             "started": s.started,
             "restarts": s.restarts,
             "restarts_by_reason": reasons,
+            "debug": config.debug,
         },
         "workers": workers,
         "past_workers": past_workers(pool),
