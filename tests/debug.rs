@@ -369,6 +369,13 @@ fn the_time_limits_spare_a_request_held_by_the_debugger() {
     let response = answer.join().expect("the held request");
     assert_eq!(response.status, 200, "{}", response.text());
     assert!(response.text().ends_with("done\n"), "{}", response.text());
+    // As Xdebug answers XDEBUG_SESSION_START under php-fpm.
+    let cookies: Vec<&str> = response
+        .headers_named("Set-Cookie")
+        .into_iter()
+        .filter(|c| c.starts_with("XDEBUG_SESSION="))
+        .collect();
+    assert_eq!(cookies, ["XDEBUG_SESSION=1; path=/; SameSite=Lax"]);
 
     // No trigger: the limit applies, in debug mode too.
     let slow = request(
@@ -376,4 +383,89 @@ fn the_time_limits_spare_a_request_held_by_the_debugger() {
         b"GET /?sleep=3000 HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
     );
     assert_eq!(slow.status, 504, "{}", slow.text());
+}
+
+/// The profiler writes one cachegrind file per triggered request, a
+/// trigger in a form body counts as one in the query, and neither the
+/// trial worker booted at start nor a request without a trigger writes
+/// one.
+#[test]
+fn the_profiler_writes_one_file_per_triggered_request() {
+    let out = tempfile::tempdir().expect("output dir");
+    if rustix::process::geteuid().is_root() {
+        // The workers run as root here; as anyone else, as the caller.
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(out.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let args: Vec<String> = [
+        format!("zend_extension={}", xdebug_so().display()),
+        "xdebug.mode=profile".to_owned(),
+        "xdebug.start_with_request=trigger".to_owned(),
+        format!("xdebug.output_dir={}", out.path().display()),
+        "xdebug.profiler_output_name=cachegrind.out.%p".to_owned(),
+    ]
+    .into_iter()
+    .flat_map(|setting| ["--ini".to_owned(), setting])
+    .collect();
+    let server = start(&args, true);
+    let files = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(out.path())
+            .expect("output dir")
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(
+        files(),
+        Vec::<String>::new(),
+        "the trial worker profiles nothing"
+    );
+
+    let get = request(
+        server.addr,
+        b"GET /?XDEBUG_PROFILE=1 HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(get.status, 200, "{}", get.text());
+    let form = "XDEBUG_TRIGGER=1";
+    let post = request(
+        server.addr,
+        format!(
+            "POST / HTTP/1.1\r\nHost: test\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{form}",
+            form.len()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(post.status, 200, "{}", post.text());
+    let plain = request(
+        server.addr,
+        b"GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(plain.status, 200, "{}", plain.text());
+
+    let expected: Vec<String> = [&get, &post]
+        .iter()
+        .map(|r| format!("cachegrind.out.{}", field(&r.text(), "pid")))
+        .collect();
+    let mut expected_sorted = expected.clone();
+    expected_sorted.sort();
+    // Each file is complete once its worker has exited after its request.
+    support::eventually(Duration::from_secs(60), "two profiles", || {
+        (files() == expected_sorted).then_some(())
+    });
+    let profile = std::fs::read_to_string(out.path().join(&expected[0])).expect("profile");
+    assert!(profile.starts_with("version: 1"), "{profile:.200}");
+    let script = std::fs::canonicalize(fixture("debug.php")).expect("script");
+    assert!(
+        profile.contains(&format!("cmd: {}", script.display())),
+        "{profile:.400}"
+    );
+    // Once the plain request's worker has exited too: still two files.
+    let pid = field(&plain.text(), "pid");
+    support::eventually(Duration::from_secs(60), "the plain worker's exit", || {
+        (!Path::new(&format!("/proc/{pid}")).exists()).then_some(())
+    });
+    assert_eq!(files(), expected_sorted);
 }

@@ -442,6 +442,7 @@ async fn respond(
     let asked = Instant::now();
     // Debug mode: the request's worker starts with its Xdebug triggers,
     // and a request a debugger may hold has no time limit.
+    let mut session_cookie = None;
     let (dispatched, held) = if pool.config().debug {
         let parts = &request.parts;
         let cookies: Vec<&[u8]> = parts
@@ -460,6 +461,7 @@ async fn respond(
             env: triggers.env(),
             held,
         };
+        session_cookie = triggers.session_cookie();
         (
             pool.dispatch_fresh(&fresh, request.len(), encode).await,
             held,
@@ -505,6 +507,11 @@ async fn respond(
             failure(&e, config)
         }
     };
+    if let Some(cookie) = session_cookie.and_then(|c| HeaderValue::try_from(c).ok()) {
+        response
+            .headers_mut()
+            .append(http::header::SET_COOKIE, cookie);
+    }
     if config.observer.is_on() {
         response.extensions_mut().insert(Served {
             pid,

@@ -13,7 +13,10 @@ use hearth_pool::PoolConfig;
 /// Triggers that start a step-debugging session: the request may then be
 /// held at a breakpoint for as long as the developer looks at it.
 /// (`XDEBUG_TRIGGER` also starts the profiler and the tracer.)
-const DEBUG_TRIGGERS: [&str; 3] = ["XDEBUG_TRIGGER", "XDEBUG_SESSION", "XDEBUG_SESSION_START"];
+const DEBUG_TRIGGERS: [&str; 3] = ["XDEBUG_TRIGGER", "XDEBUG_SESSION", SESSION_START];
+
+/// The trigger that also sets the session cookie.
+const SESSION_START: &str = "XDEBUG_SESSION_START";
 
 /// Xdebug 2's names for the profiler's and tracer's triggers, which
 /// Xdebug 3 still reads.
@@ -42,6 +45,9 @@ impl Triggers {
     ) -> Triggers {
         let mut found = Vec::new();
         for name in DEBUG_TRIGGERS.into_iter().chain(OTHER_TRIGGERS) {
+            // XDEBUG_SESSION_START is a request variable, not a cookie:
+            // Xdebug answers it with the XDEBUG_SESSION cookie.
+            let cookies = cookies.clone().filter(|_| name != SESSION_START);
             let value = query
                 .and_then(|q| in_form(q.as_bytes(), name))
                 .or_else(|| form.and_then(|f| in_form(f, name)))
@@ -58,6 +64,17 @@ impl Triggers {
         self.found
             .iter()
             .any(|(name, _)| DEBUG_TRIGGERS.contains(name))
+    }
+
+    /// The `Set-Cookie` value with which Xdebug answers
+    /// `XDEBUG_SESSION_START=value`, so that the browser's next requests
+    /// are debugged too: `XDEBUG_SESSION=value; path=/; SameSite=Lax`.
+    /// (Xdebug sends it when the worker starts, before the request, where
+    /// it cannot reach the response.)
+    pub fn session_cookie(&self) -> Option<String> {
+        let (_, value) = self.found.iter().find(|(name, _)| *name == SESSION_START)?;
+        let value: String = form_urlencoded::byte_serialize(value.as_bytes()).collect();
+        Some(format!("XDEBUG_SESSION={value}; path=/; SameSite=Lax"))
     }
 
     /// The worker's extra environment: each trigger as a variable.
@@ -141,6 +158,18 @@ mod tests {
             t.env(),
             [(OsString::from("XDEBUG_TRIGGER"), OsString::from("1"))]
         );
+    }
+
+    #[test]
+    fn session_start_is_answered_with_the_session_cookie() {
+        let t = find(Some("XDEBUG_SESSION_START=my%20key"), None, &[]);
+        assert_eq!(
+            t.session_cookie().as_deref(),
+            Some("XDEBUG_SESSION=my+key; path=/; SameSite=Lax")
+        );
+        let t = find(None, None, &["XDEBUG_SESSION_START=1; XDEBUG_SESSION=2"]);
+        assert_eq!(t.found, [("XDEBUG_SESSION", "2".to_owned())]);
+        assert_eq!(t.session_cookie(), None);
     }
 
     #[test]
