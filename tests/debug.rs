@@ -322,6 +322,9 @@ fn debug_mode_boots_a_worker_per_request_and_worker_mode_does_not() {
     );
     drop(warm);
 
+    let dir = tempfile::tempdir().expect("dir");
+    let control = dir.path().join("control.sock");
+    args.extend(["--control-socket".to_owned(), control.display().to_string()]);
     let debug = start(&args, true);
     let pids: std::collections::BTreeSet<String> = (0..5).map(|_| get(&debug)).collect();
     assert_eq!(pids.len(), 5, "a worker per request: {pids:?}");
@@ -329,6 +332,19 @@ fn debug_mode_boots_a_worker_per_request_and_worker_mode_does_not() {
         debug.log().contains("not for production"),
         "{}",
         debug.log()
+    );
+    let status = Command::new(support::hearth_bin())
+        .args(["status", "--control-socket"])
+        .arg(&control)
+        .output()
+        .expect("hearth status");
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(status.status.success(), "{status:?}");
+    assert!(
+        text.contains(
+            "debug mode: each request runs in a worker started for it (not for production)"
+        ),
+        "{text}"
     );
 }
 
