@@ -368,16 +368,16 @@ fn the_time_limits_spare_a_request_held_by_the_debugger() {
     let step = session.command("step_into -i 1");
     assert!(step.contains("status=\"break\""), "{step}");
     std::thread::sleep(Duration::from_secs(2));
-    // Then in the request's code (line 14, `echo 'pid='`), for twice the
+    // Then in the request's code (line 16, `echo 'pid='`), for twice the
     // request timeout.
     let set = session.command(&format!(
-        "breakpoint_set -i 2 -t line -f file://{} -n 14",
+        "breakpoint_set -i 2 -t line -f file://{} -n 16",
         script.display()
     ));
     assert!(set.contains("command=\"breakpoint_set\""), "{set}");
     let run = session.command("run -i 3");
     assert!(run.contains("status=\"break\""), "{run}");
-    assert_eq!(stopped_at(&run).1, 14, "{run}");
+    assert_eq!(stopped_at(&run).1, 16, "{run}");
     std::thread::sleep(Duration::from_secs(2));
     let detach = session.command("detach -i 4");
     assert!(detach.contains("command=\"detach\""), "{detach}");
@@ -484,4 +484,66 @@ fn the_profiler_writes_one_file_per_triggered_request() {
         (!Path::new(&format!("/proc/{pid}")).exists()).then_some(())
     });
     assert_eq!(files(), expected_sorted);
+}
+
+/// `hearth status --json` of the server on `control`.
+fn status(control: &Path) -> serde_json::Value {
+    let out = Command::new(support::hearth_bin())
+        .args(["status", "--json", "--control-socket"])
+        .arg(control)
+        .output()
+        .expect("hearth status");
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).expect("status JSON")
+}
+
+/// Debug mode runs at most `--workers` requests at once, each in its own
+/// worker; the others wait in line, within `--max-queue`.
+#[test]
+fn debug_mode_runs_as_many_requests_at_once_as_workers() {
+    let dir = tempfile::tempdir().expect("dir");
+    let control = dir.path().join("control.sock");
+    let args: Vec<String> = ["--workers", "1", "--max-queue", "2", "--control-socket"]
+        .map(String::from)
+        .into_iter()
+        .chain([control.display().to_string()])
+        .collect();
+    let server = start(&args, true);
+    let slow = "/?sleep=1500";
+    let first = get_later(&server, slow, "");
+    support::eventually(
+        Duration::from_secs(60),
+        "the first request's worker",
+        || (status(&control)["pool"]["live"] == 1).then_some(()),
+    );
+    let waiting: Vec<_> = (0..2).map(|_| get_later(&server, slow, "")).collect();
+    // The first holds the one slot and two wait: the next is refused.
+    support::eventually(Duration::from_secs(60), "two waiting", || {
+        (status(&control)["pool"]["queue"] == 2).then_some(())
+    });
+    let refused = request(
+        server.addr,
+        b"GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(refused.status, 503, "{}", refused.text());
+    server.wait_for_log("the queue is full", Duration::from_secs(30));
+    let mut answers = vec![first.join().expect("first")];
+    answers.extend(waiting.into_iter().map(|w| w.join().expect("waiting")));
+    for a in &answers {
+        assert_eq!(a.status, 200, "{}", a.text());
+    }
+    let mut spans: Vec<(f64, f64, String)> = answers
+        .iter()
+        .map(|a| {
+            let body = a.text();
+            let at = |name| field(&body, name).parse::<f64>().expect("a time");
+            (at("began"), at("ended"), field(&body, "pid"))
+        })
+        .collect();
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for pair in spans.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "one at a time: {spans:?}");
+        assert_ne!(pair[0].2, pair[1].2, "a worker each: {spans:?}");
+    }
+    assert_eq!(status(&control)["pool"]["debug"], true);
 }

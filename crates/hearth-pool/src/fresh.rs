@@ -116,6 +116,15 @@ pub(crate) async fn trial(shared: Arc<Shared>) {
     }
 }
 
+/// A request counted among those waiting for a slot, until dropped.
+struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// A slot held by one request's worker, from before its boot until it has
 /// exited; given back when dropped.
 struct Claim {
@@ -145,11 +154,21 @@ pub(crate) async fn dispatch(
     if let Some(why) = pool.hopeless() {
         return Err(Error::unavailable(why));
     }
-    let wait = tokio::time::timeout(
-        pool.config.queue_timeout,
-        pool.fresh.clone().acquire_owned(),
-    );
-    let permit = match wait.await {
+    let permit = match pool.fresh.clone().try_acquire_owned() {
+        Ok(permit) => Ok(Ok(permit)),
+        Err(_) => {
+            let waiting = pool.fresh_waiting.fetch_add(1, Ordering::AcqRel);
+            let _waiting = Waiting(&pool.fresh_waiting);
+            if pool.config.max_queue > 0 && waiting >= pool.config.max_queue {
+                return Err(Error::unavailable(format!(
+                    "the queue is full: {waiting} requests already wait for a worker (max_queue)"
+                )));
+            }
+            let wait = pool.fresh.clone().acquire_owned();
+            tokio::time::timeout(pool.config.queue_timeout, wait).await
+        }
+    };
+    let permit = match permit {
         Ok(Ok(permit)) => permit,
         Ok(Err(_)) => return Err(Error::unavailable("the server is shutting down")),
         Err(_) => {

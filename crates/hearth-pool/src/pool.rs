@@ -199,7 +199,7 @@ impl Pool {
             restarts: s.restarts.load(Ordering::Relaxed),
             restarts_by_reason: s.restart_reasons.snapshot(),
             busy,
-            waiting: s.line.waiting(),
+            waiting: s.line.waiting() + s.fresh_waiting.load(Ordering::Relaxed),
         }
     }
 

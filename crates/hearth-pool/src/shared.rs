@@ -61,6 +61,8 @@ pub(crate) struct Shared {
     pub fresh: Arc<Semaphore>,
     /// Debug mode: the slots a request's own worker holds.
     pub fresh_claims: Mutex<Vec<bool>>,
+    /// Debug mode: requests waiting for a free slot (`max_queue`).
+    pub fresh_waiting: AtomicUsize,
 }
 
 impl Shared {
@@ -93,6 +95,7 @@ impl Shared {
             grow: Notify::new(),
             fresh: Arc::new(Semaphore::new(workers)),
             fresh_claims: Mutex::new(vec![false; workers]),
+            fresh_waiting: AtomicUsize::new(0),
             config,
         }
     }
