@@ -486,17 +486,6 @@ fn the_profiler_writes_one_file_per_triggered_request() {
     assert_eq!(files(), expected_sorted);
 }
 
-/// `hearth status --json` of the server on `control`.
-fn status(control: &Path) -> serde_json::Value {
-    let out = Command::new(support::hearth_bin())
-        .args(["status", "--json", "--control-socket"])
-        .arg(control)
-        .output()
-        .expect("hearth status");
-    assert!(out.status.success(), "{out:?}");
-    serde_json::from_slice(&out.stdout).expect("status JSON")
-}
-
 /// Debug mode runs at most `--workers` requests at once, each in its own
 /// worker; the others wait in line, within `--max-queue`.
 #[test]
@@ -514,12 +503,12 @@ fn debug_mode_runs_as_many_requests_at_once_as_workers() {
     support::eventually(
         Duration::from_secs(60),
         "the first request's worker",
-        || (status(&control)["pool"]["live"] == 1).then_some(()),
+        || (support::status_json(&control)["pool"]["live"] == 1).then_some(()),
     );
     let waiting: Vec<_> = (0..2).map(|_| get_later(&server, slow, "")).collect();
     // The first holds the one slot and two wait: the next is refused.
     support::eventually(Duration::from_secs(60), "two waiting", || {
-        (status(&control)["pool"]["queue"] == 2).then_some(())
+        (support::status_json(&control)["pool"]["queue"] == 2).then_some(())
     });
     let refused = request(
         server.addr,
@@ -545,5 +534,33 @@ fn debug_mode_runs_as_many_requests_at_once_as_workers() {
         assert!(pair[0].1 <= pair[1].0, "one at a time: {spans:?}");
         assert_ne!(pair[0].2, pair[1].2, "a worker each: {spans:?}");
     }
-    assert_eq!(status(&control)["pool"]["debug"], true);
+    assert_eq!(support::status_json(&control)["pool"]["debug"], true);
+}
+
+/// A reload in debug mode returns at once, even with a request running:
+/// there is no warm worker to replace, and that request finishes in the
+/// worker it has.
+#[test]
+fn a_reload_in_debug_mode_leaves_the_running_request_alone() {
+    let dir = tempfile::tempdir().expect("dir");
+    let control = dir.path().join("control.sock");
+    let args: Vec<String> = ["--workers", "1", "--control-socket"]
+        .map(String::from)
+        .into_iter()
+        .chain([control.display().to_string()])
+        .collect();
+    let server = start(&args, true);
+    let running = get_later(&server, "/?sleep=1500", "");
+    support::eventually(Duration::from_secs(60), "the request's worker", || {
+        (support::status_json(&control)["pool"]["busy"] == 1).then_some(())
+    });
+    let out = support::ctl(&["reload", "--control-socket", control.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    let running = running.join().expect("the running request");
+    assert_eq!(running.status, 200, "{}", running.text());
+    let next = request(
+        server.addr,
+        b"GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(next.status, 200, "{}", next.text());
 }

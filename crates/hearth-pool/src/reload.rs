@@ -43,6 +43,11 @@ pub(crate) async fn reload(s: &Arc<Shared>) -> Result<Arc<Paths>, Error> {
     // Replacements booted from here on, by this reload or later, run
     // from the new paths.
     s.set_paths(paths.clone());
+    if s.config.debug {
+        // Each request boots its own worker, from these paths from now
+        // on; a request running finishes in the worker it has.
+        return Ok(paths);
+    }
     for slot in &s.slots {
         let Some(old) = lock(slot).clone() else {
             // Booting or failing to: it gets the new code anyway.

@@ -210,11 +210,13 @@ pub struct ServeOptions {
     #[arg(long, action = clap::ArgAction::Set, num_args = 0, default_missing_value = "true")]
     pub check_state: bool,
     /// Debug mode, for Xdebug's step debugger and profiler: no warm workers; each
-    /// request runs in a worker started for it, with the request's Xdebug triggers
-    /// (XDEBUG_SESSION cookie, XDEBUG_SESSION_START, XDEBUG_TRIGGER) in its
-    /// environment, so debugging starts from the worker script's first line, as
-    /// under php-fpm. A request with a debugging trigger has no --request-timeout
-    /// (nor --boot-timeout). Not for production: every request boots the app
+    /// request runs in a worker started for it (up to --workers at once), with the
+    /// request's Xdebug triggers (XDEBUG_SESSION cookie, XDEBUG_SESSION_START,
+    /// XDEBUG_TRIGGER) in its environment, so that debugging starts at the worker
+    /// script's first line, as under php-fpm. A request a debugger may hold (one with
+    /// such a trigger, or any with xdebug.start_with_request=yes in --ini) has no
+    /// --request-timeout and no --boot-timeout. Not for production: every request
+    /// boots the app
     #[arg(long, action = clap::ArgAction::Set, num_args = 0, default_missing_value = "true")]
     pub debug: bool,
     /// Environment variable for workers: NAME=VALUE sets it, NAME passes Hearth's
