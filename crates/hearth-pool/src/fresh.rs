@@ -66,6 +66,12 @@ pub(crate) async fn trial(shared: Arc<Shared>) {
         match booted {
             Ok((worker, mut child)) => {
                 let pid = worker.pid();
+                tracing::info!(
+                    pid,
+                    "debug mode: the worker script boots; each request runs in a worker \
+                     started for it (up to {} at once), with its Xdebug triggers",
+                    shared.slots.len()
+                );
                 *lock(&shared.ready) = Some(worker.ready.clone());
                 for f in &shared.boot_failures {
                     f.store(0, Ordering::Release);
@@ -81,12 +87,6 @@ pub(crate) async fn trial(shared: Arc<Shared>) {
                     let _ = child.start_kill();
                     let _ = child.wait().await;
                 }
-                tracing::info!(
-                    pid,
-                    "debug mode: the worker script boots; each request runs in a worker \
-                     started for it (up to {} at once), with its Xdebug triggers",
-                    shared.slots.len()
-                );
                 return;
             }
             Err(e) => {

@@ -475,7 +475,8 @@ pub fn status(state: &ControlState, pool: &Pool) -> Value {
         "stopping": state.stopping.load(Ordering::Acquire) || pool.is_stopping(),
         "pool": {
             "workers": s.workers,
-            "min_workers": config.min_workers.min(s.workers),
+            // Debug mode keeps no worker waiting.
+            "min_workers": if config.debug { 0 } else { config.min_workers.min(s.workers) },
             "max_workers": s.workers,
             "live": s.live,
             "busy": s.busy,
