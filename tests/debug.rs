@@ -564,3 +564,68 @@ fn a_reload_in_debug_mode_leaves_the_running_request_alone() {
     );
     assert_eq!(next.status, 200, "{}", next.text());
 }
+
+/// A worker script that cannot boot stops `hearth serve --debug` at
+/// start with the reason, as it stops `hearth serve`.
+#[test]
+fn a_script_that_cannot_boot_stops_debug_mode_at_start() {
+    let dir = tempfile::tempdir().expect("dir");
+    let script = dir.path().join("broken.php");
+    std::fs::write(&script, "<?php\necho 'no database';\nexit(3);\n").expect("script");
+    let mut server = Server::spawn(&script, &["--debug"]);
+    let status = server.wait_exit(Duration::from_secs(120));
+    assert!(
+        matches!(status, Some(code) if code != 0),
+        "{status:?}; log:\n{}",
+        server.log()
+    );
+    let log = server.log();
+    assert!(
+        log.contains("stopping: the worker script cannot boot"),
+        "{log}"
+    );
+    assert!(
+        log.contains("exited while booting (exit status 3)"),
+        "{log}"
+    );
+    assert!(log.contains("no database"), "{log}");
+}
+
+/// Once debug mode has started, a request whose worker fails to boot (the
+/// code was just broken) gets a 502 and the reason goes to the log; an
+/// edited worker script is read again by the next request, no reload.
+#[test]
+fn a_request_whose_worker_cannot_boot_gets_a_502() {
+    let dir = tempfile::tempdir().expect("dir");
+    let script = dir.path().join("worker.php");
+    let write = |body: &str| {
+        let code = format!(
+            "<?php\nrequire '{}';\n{body}\n",
+            support::root().join("php/autoload.php").display()
+        );
+        // Written beside and renamed, as an editor saves.
+        let next = dir.path().join("worker.php.new");
+        std::fs::write(&next, code).expect("script");
+        std::fs::rename(&next, &script).expect("script");
+    };
+    write("Hearth\\Worker::serve(function () { echo 'fine'; });");
+    let server = Server::spawn(&script, &["--debug"]);
+    server.wait_for_log("debug mode: ready", Duration::from_secs(60));
+    let get = || {
+        request(
+            server.addr,
+            b"GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n",
+        )
+    };
+    assert_eq!(get().text(), "fine");
+    write("echo 'half-edited'; exit(3);");
+    let broken = get();
+    assert_eq!(broken.status, 502, "{}", broken.text());
+    server.wait_for_log(
+        "debug mode: the request's worker failed to boot",
+        Duration::from_secs(30),
+    );
+    server.wait_for_log("half-edited", Duration::from_secs(30));
+    write("Hearth\\Worker::serve(function () { echo 'fixed'; });");
+    assert_eq!(get().text(), "fixed");
+}
