@@ -30,6 +30,7 @@
 //!   static file, a redirect, an error page or a php-fpm child.
 //! - `request`: a request as a worker receives it: body, `$_SERVER` (with
 //!   the script of the worker's release), frames.
+//! - `xdebug`: debug mode's Xdebug triggers, found in a request.
 //! - `form`: multipart forms parsed as PHP would, within PHP's limits.
 //! - `body`: request bodies received whole, in memory within a budget or
 //!   in files, whatever frames they came in; the HTTP/2 body timeout.
@@ -90,6 +91,7 @@ mod static_files;
 mod target;
 mod throttle;
 mod tls;
+mod xdebug;
 
 pub use access_log::{AccessLog, AccessLogFormat};
 pub use cgi::{parse_trusted_proxy, Script};

@@ -347,6 +347,25 @@ impl Encoder {
 }
 
 impl WorkerRequest {
+    /// The body of an `application/x-www-form-urlencoded` request, when it
+    /// is held in memory (small forms are), as PHP parses it for `$_POST`.
+    pub fn form_body(&self) -> Option<&[u8]> {
+        let form = self
+            .parts
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|v| {
+                v.trim()
+                    .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+            });
+        match &self.body.held {
+            Held::Memory { bytes, .. } if form && self.body.form.is_none() => Some(bytes),
+            _ => None,
+        }
+    }
+
     /// About the size of the encoded request. It only decides whether the
     /// request is small enough to be queued behind another: `$_SERVER` is
     /// about 1.5 KB, and a body the worker opens itself is already on disk.

@@ -34,7 +34,7 @@ use crate::sendbuf::{self, Budget};
 use crate::stall::{Watched, WriteTimeout};
 use crate::throttle::{self, Throttle};
 use crate::tls::TlsConfig;
-use crate::{compress, offload, request, static_files};
+use crate::{compress, offload, request, static_files, xdebug};
 
 /// What answers the requests that are not static files.
 #[derive(Debug)]
@@ -470,11 +470,42 @@ async fn respond(
         app.requests.encode(&request, &conn, paths, buf, id);
     };
     let asked = Instant::now();
-    let mut lease = match pool.dispatch(request.len(), encode).await {
+    // Debug mode: the request's worker starts with its Xdebug triggers,
+    // and a request a debugger may hold has no time limit.
+    let mut session_cookie = None;
+    let (dispatched, held) = if pool.config().debug {
+        let parts = &request.parts;
+        let cookies: Vec<&[u8]> = parts
+            .headers
+            .get_all(http::header::COOKIE)
+            .iter()
+            .map(HeaderValue::as_bytes)
+            .collect();
+        let triggers = xdebug::Triggers::find(
+            parts.uri.query(),
+            request.form_body(),
+            cookies.iter().copied(),
+        );
+        let held = triggers.debugging() || xdebug::always_debugging(pool.config());
+        let fresh = hearth_pool::Fresh {
+            env: triggers.env(),
+            held,
+        };
+        session_cookie = triggers.session_cookie();
+        (
+            pool.dispatch_fresh(&fresh, request.len(), encode).await,
+            held,
+        )
+    } else {
+        (pool.dispatch(request.len(), encode).await, false)
+    };
+    let mut lease = match dispatched {
         Ok(lease) => lease,
         Err(e) => return Ok(failure(&e, config)),
     };
-    let deadline = request_timeout.map(|limit| tokio::time::Instant::now() + limit);
+    let deadline = request_timeout
+        .filter(|_| !held)
+        .map(|limit| tokio::time::Instant::now() + limit);
     if let Some(deadline) = deadline {
         lease.set_deadline(deadline);
     }
@@ -522,6 +553,11 @@ async fn respond(
             failure(&e, config)
         }
     };
+    if let Some(cookie) = session_cookie.and_then(|c| HeaderValue::try_from(c).ok()) {
+        response
+            .headers_mut()
+            .append(http::header::SET_COOKIE, cookie);
+    }
     if config.observer.is_on() {
         response.extensions_mut().insert(Served {
             pid,

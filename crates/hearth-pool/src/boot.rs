@@ -1,5 +1,6 @@
 //! Starting a worker process and waiting for its handshake.
 
+use std::ffi::OsString;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +33,19 @@ pub(crate) async fn boot(
     slot: Option<usize>,
     paths: Arc<Paths>,
 ) -> Result<(Worker, Child), Error> {
+    boot_with(shared, slot, paths, &[], Some(shared.config.boot_timeout)).await
+}
+
+/// [`boot`] with `env` added to the worker's environment, waiting up to
+/// `timeout` for its handshake (`None`: as long as it takes, for a worker
+/// a debugger may hold in the app's boot code).
+pub(crate) async fn boot_with(
+    shared: &Shared,
+    slot: Option<usize>,
+    paths: Arc<Paths>,
+    env: &[(OsString, OsString)],
+    timeout: Option<Duration>,
+) -> Result<(Worker, Child), Error> {
     let config = &shared.config;
     let Spawned {
         mut child,
@@ -39,7 +53,7 @@ pub(crate) async fn boot(
         channel,
         output,
         forwarders,
-    } = process::spawn(config, &shared.php, &paths)?;
+    } = process::spawn(config, &shared.php, &paths, env)?;
     let _booting = Booting(slot.map(|slot| {
         let mark = &shared.booting[slot];
         *lock(mark) = Some((pid, Instant::now()));
@@ -56,7 +70,9 @@ pub(crate) async fn boot(
         let _ = child.wait().await;
         return Err(Error::boot("stopped while booting"));
     }
-    let handshake = tokio::time::timeout(config.boot_timeout, worker.read_frame());
+    // A year stands for no limit.
+    let limit = timeout.unwrap_or(Duration::from_secs(365 * 24 * 3600));
+    let handshake = tokio::time::timeout(limit, worker.read_frame());
     let failure = tokio::select! {
         result = handshake => match result {
             Ok(Ok(frame)) if frame.kind == Kind::Ready => match Ready::decode(&frame.payload) {
@@ -79,7 +95,7 @@ pub(crate) async fn boot(
             Ok(Err(e)) => format!("handshake failed: {e}"),
             Err(_) => format!(
                 "no ready handshake within {:?} ({})",
-                config.boot_timeout,
+                limit,
                 config.boot_hint
             ),
         },

@@ -101,6 +101,12 @@ pub struct PoolConfig {
     /// can read the script and enter its directories, the working
     /// directory and the document root.
     pub user: Option<WorkerUser>,
+    /// Debug mode (`--debug`): no warm workers. Each request runs in a
+    /// worker booted for it, with the request's Xdebug triggers in its
+    /// environment, and stopped after it (see [`crate::Pool::dispatch_fresh`]);
+    /// up to `workers` at once. For step debuggers and profilers, which
+    /// decide at the process's start; not for production.
+    pub debug: bool,
 }
 
 /// A user and group for worker processes.
@@ -245,6 +251,7 @@ impl PoolConfig {
             ttl: None,
             idle_ttl: None,
             user: None,
+            debug: false,
             cwd: None,
             document_root: None,
             boot_hint: "does the script call Hearth\\Worker::serve()?".to_owned(),

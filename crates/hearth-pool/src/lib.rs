@@ -17,6 +17,8 @@
 //!   (tests only).
 //! - `pool`: [`Pool`], the public face: start, status, reload, shutdown.
 //! - `reload`: replacing every worker with one running the code as it is now.
+//! - `fresh`: debug mode: a worker booted for each request, with the
+//!   request's Xdebug triggers in its environment, and stopped after it.
 //! - `supervisor`: one slot's loop: boot a worker, install it, watch it,
 //!   replace it when asked, back off while boots fail.
 //! - `boot`: starting a worker process and waiting for its handshake.
@@ -50,6 +52,7 @@ mod channel;
 mod config;
 mod dispatch;
 mod error;
+mod fresh;
 mod lease;
 mod line;
 mod observe;
@@ -68,6 +71,7 @@ mod worker;
 
 pub use config::{Account, Extension, PoolConfig, WorkerUser};
 pub use error::Error;
+pub use fresh::Fresh;
 pub use lease::Lease;
 pub use observe::{PastWorker, RestartReason, WorkerInfo, WorkerState, PAST_WORKERS};
 pub use paths::Paths;

@@ -1,5 +1,6 @@
 //! Finding out about the PHP binary and building worker command lines.
 
+use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -295,7 +296,11 @@ const IDENTITY_VARIABLES: [&str; 4] = ["HOME", "USER", "LOGNAME", "SHELL"];
 /// caller's session and with the workers' user's identity when they run
 /// as another user (as php-fpm sets `USER` and `HOME` for a pool's
 /// `user`); then the configured variables; then Hearth's.
-fn environment(cmd: &mut tokio::process::Command, config: &PoolConfig) {
+fn environment(
+    cmd: &mut tokio::process::Command,
+    config: &PoolConfig,
+    extra: &[(OsString, OsString)],
+) {
     if config.clear_env {
         cmd.env_clear();
     } else {
@@ -328,7 +333,7 @@ fn environment(cmd: &mut tokio::process::Command, config: &PoolConfig) {
             }
         }
     }
-    for (k, v) in &config.env {
+    for (k, v) in config.env.iter().chain(extra) {
         cmd.env(k, v);
     }
     // Last, so that no configured variable can change them.
@@ -394,12 +399,14 @@ pub fn request_output_setting(name: &str) -> String {
     format!("hearth.{}", name.replace('.', "_"))
 }
 
-/// The command that starts one worker, running the app from `paths`. Its
-/// channel is attached by the caller (on standard input).
+/// The command that starts one worker, running the app from `paths`, with
+/// `env` after the configured variables (a debug-mode request's Xdebug
+/// triggers). Its channel is attached by the caller (on standard input).
 pub(crate) fn worker_command(
     config: &PoolConfig,
     info: &PhpInfo,
     paths: &Paths,
+    env: &[(OsString, OsString)],
 ) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(&config.php);
     // The app's boot output is caught by the startup buffer and logged;
@@ -461,7 +468,7 @@ pub(crate) fn worker_command(
         cmd.arg("-d").arg(format!("{name}={value}"));
     }
     cmd.arg(&paths.script);
-    environment(&mut cmd, config);
+    environment(&mut cmd, config, env);
     // The worker script in $_SERVER['SCRIPT_FILENAME'] while it boots, as
     // PHP's CLI and php-fpm give it: front controllers that include
     // themselves through it (Symfony Runtime's autoload_runtime.php) run

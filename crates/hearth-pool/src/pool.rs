@@ -10,6 +10,7 @@ use hearth_proto::message::Ready;
 use tracing::Instrument as _;
 
 use crate::dispatch;
+use crate::fresh::{self, Fresh};
 use crate::lease::Lease;
 use crate::observe::{resident_memory, RestartReason, WorkerInfo, WorkerState};
 use crate::php::PhpInfo;
@@ -62,6 +63,11 @@ impl Pool {
             None => tracing::Span::none(),
         };
         let shared = Arc::new(Shared::new(config, php, paths));
+        if shared.config.debug {
+            // No warm workers: each request boots its own.
+            *lock(&shared.supervisors) = vec![tokio::spawn(fresh::trial(shared.clone()))];
+            return Ok(Pool { shared });
+        }
         let mut handles: Vec<_> = (0..workers)
             .map(|slot| tokio::spawn(supervise(shared.clone(), slot).instrument(span.clone())))
             .collect();
@@ -199,7 +205,7 @@ impl Pool {
             restarts: s.restarts.load(Ordering::Relaxed),
             restarts_by_reason: s.restart_reasons.snapshot(),
             busy,
-            waiting: s.line.waiting(),
+            waiting: s.line.waiting() + s.fresh_waiting.load(Ordering::Relaxed),
         }
     }
 
@@ -271,12 +277,35 @@ impl Pool {
     /// fails before a request queued on it could start, has not seen the
     /// request, so another worker is tried and `encode` runs again. Once a
     /// worker may have started the request, a failure is final.
+    ///
+    /// In debug mode ([`PoolConfig::debug`]) this is
+    /// [`Pool::dispatch_fresh`] with no trigger.
     pub async fn dispatch(
         &self,
         len: usize,
         encode: impl Fn(&mut BytesMut, u32, &Arc<Paths>),
     ) -> Result<Lease, Error> {
+        if self.shared.config.debug {
+            return fresh::dispatch(&self.shared, &Fresh::default(), encode).await;
+        }
         dispatch::dispatch(&self.shared, len, encode).await
+    }
+
+    /// Debug mode: boots a worker for this request alone, with
+    /// `fresh.env` in its environment, waiting (within the queue timeout)
+    /// while every slot has a worker; writes the request to it once it is
+    /// ready, and stops it after the request. Outside debug mode, the
+    /// same as [`Pool::dispatch`] (the environment is not used).
+    pub async fn dispatch_fresh(
+        &self,
+        fresh: &Fresh,
+        len: usize,
+        encode: impl Fn(&mut BytesMut, u32, &Arc<Paths>),
+    ) -> Result<Lease, Error> {
+        if !self.shared.config.debug {
+            return dispatch::dispatch(&self.shared, len, encode).await;
+        }
+        fresh::dispatch(&self.shared, fresh, encode).await
     }
 
     /// Replaces every worker with one running the code as it is now,
@@ -349,6 +378,12 @@ impl Pool {
         let handles = std::mem::take(&mut *lock(&s.supervisors));
         for handle in handles {
             let _ = handle.await;
+        }
+        if s.config.debug {
+            // Each request's worker holds a permit until it has exited,
+            // which its retirement above bounds.
+            let all = u32::try_from(s.slots.len()).unwrap_or(u32::MAX);
+            let _ = s.fresh.acquire_many(all).await;
         }
     }
 }

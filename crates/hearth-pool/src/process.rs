@@ -160,10 +160,16 @@ fn is_cgi_header(line: &str) -> bool {
     })
 }
 
-/// Starts a worker running the app from `paths`, its channel one end of a
-/// socketpair on its standard input (see [`Channel`]).
-pub(crate) fn spawn(config: &PoolConfig, info: &PhpInfo, paths: &Paths) -> Result<Spawned, Error> {
-    let mut cmd = worker_command(config, info, paths);
+/// Starts a worker running the app from `paths`, with `env` added to its
+/// environment, its channel one end of a socketpair on its standard input
+/// (see [`Channel`]).
+pub(crate) fn spawn(
+    config: &PoolConfig,
+    info: &PhpInfo,
+    paths: &Paths,
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
+) -> Result<Spawned, Error> {
+    let mut cmd = worker_command(config, info, paths, env);
     let (ours, theirs) = std::os::unix::net::UnixStream::pair()?;
     cmd.stdin(Stdio::from(OwnedFd::from(theirs)));
     let channel = Channel::socket(ours)?;

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::boot::boot;
+use crate::boot::{boot, boot_with};
 use crate::observe::RestartReason;
 use crate::shared::{lock, Shared};
 use crate::worker::{NO_REPLACEMENT, REPLACEMENT_FAILED};
@@ -23,7 +23,14 @@ pub(crate) async fn reload(s: &Arc<Shared>) -> Result<Arc<Paths>, Error> {
         same if *same == resolved => same,
         _ => Arc::new(resolved),
     };
-    let (trial, mut child) = boot(s, None, paths.clone()).await?;
+    // In debug mode Xdebug stays off in the trial: no debugger session,
+    // no profile for a worker that serves nothing.
+    let (trial, mut child) = if s.config.debug {
+        let off = [("XDEBUG_MODE".into(), "off".into())];
+        boot_with(s, None, paths.clone(), &off, Some(s.config.boot_timeout)).await?
+    } else {
+        boot(s, None, paths.clone()).await?
+    };
     trial.stop();
     if tokio::time::timeout(s.config.stop_timeout, child.wait())
         .await
@@ -36,6 +43,11 @@ pub(crate) async fn reload(s: &Arc<Shared>) -> Result<Arc<Paths>, Error> {
     // Replacements booted from here on, by this reload or later, run
     // from the new paths.
     s.set_paths(paths.clone());
+    if s.config.debug {
+        // Each request boots its own worker, from these paths from now
+        // on; a request running finishes in the worker it has.
+        return Ok(paths);
+    }
     for slot in &s.slots {
         let Some(old) = lock(slot).clone() else {
             // Booting or failing to: it gets the new code anyway.

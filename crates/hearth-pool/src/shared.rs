@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use hearth_proto::message::Ready;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::line::WaitingLine;
@@ -56,6 +56,13 @@ pub(crate) struct Shared {
     pub dormant: AtomicUsize,
     /// Wakes a dormant slot: a request had to wait for a worker.
     pub grow: Notify,
+    /// Debug mode: one permit per slot, held by a request's own worker
+    /// from its boot until it has exited.
+    pub fresh: Arc<Semaphore>,
+    /// Debug mode: the slots a request's own worker holds.
+    pub fresh_claims: Mutex<Vec<bool>>,
+    /// Debug mode: requests waiting for a free slot (`max_queue`).
+    pub fresh_waiting: AtomicUsize,
 }
 
 impl Shared {
@@ -86,6 +93,9 @@ impl Shared {
             started: AtomicU64::new(0),
             dormant: AtomicUsize::new(0),
             grow: Notify::new(),
+            fresh: Arc::new(Semaphore::new(workers)),
+            fresh_claims: Mutex::new(vec![false; workers]),
+            fresh_waiting: AtomicUsize::new(0),
             config,
         }
     }

@@ -240,7 +240,7 @@ fn backoff(failures: u32, max: Duration) -> Duration {
 }
 
 /// Waits for a worker to exit, ending it when asked to.
-async fn watch(
+pub(crate) async fn watch(
     mut child: Child,
     ws: Arc<WorkerShared>,
     shared: Arc<Shared>,

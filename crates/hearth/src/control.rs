@@ -549,7 +549,8 @@ pub fn pool_status(pool: &Pool) -> Value {
         "script": pool.paths().script,
         "pool": {
             "workers": s.workers,
-            "min_workers": config.min_workers.min(s.workers),
+            // Debug mode keeps no worker waiting.
+            "min_workers": if config.debug { 0 } else { config.min_workers.min(s.workers) },
             "max_workers": s.workers,
             "live": s.live,
             "busy": s.busy,
@@ -559,6 +560,7 @@ pub fn pool_status(pool: &Pool) -> Value {
             "started": s.started,
             "restarts": s.restarts,
             "restarts_by_reason": reasons,
+            "debug": config.debug,
         },
         "workers": workers,
         "past_workers": past_workers(pool),

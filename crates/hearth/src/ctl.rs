@@ -335,6 +335,11 @@ fn pool_lines(status: &Value) -> String {
             format!(" ({})", reasons.join(", "))
         },
     );
+    if pool["debug"].as_bool() == Some(true) {
+        out.push_str(
+            "debug mode: each request runs in a worker started for it (not for production)\n",
+        );
+    }
     if pool["failing"].as_u64().is_some_and(|n| n > 0) {
         let _ = writeln!(out, "failing to boot: {}", pool["failing"]);
     }

@@ -401,7 +401,16 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
         classic.clone(),
         others,
     ));
-    tokio::spawn(report_readiness(all.clone()));
+    if setup.pool.debug {
+        tracing::warn!(
+            "debug mode (--debug): every request runs in a worker started for it, with its \
+             Xdebug triggers, and a request with a debugging trigger has no time limit; not \
+             for production (every request boots the app)"
+        );
+        tokio::spawn(report_debug_readiness(pool.clone()));
+    } else {
+        tokio::spawn(report_readiness(all.clone()));
+    }
     // A script that cannot boot at start ends `hearth serve` with the
     // reason, instead of leaving a server that answers 503 forever. Once a
     // worker has booted, failures are retried with a backoff instead.
@@ -562,6 +571,30 @@ async fn report_readiness(pools: Vec<Pool>) {
                 crate::systemd::ready(&format!("{ready} of {} ready", plural(wanted, "worker")));
                 said = Some(now);
             }
+        }
+        changed.await;
+    }
+}
+
+/// Debug mode's readiness: once the trial worker has booted (no worker
+/// waits for requests; each boots for its own), and whenever the script
+/// fails to boot until it boots again.
+async fn report_debug_readiness(pool: Pool) {
+    let mut said = None;
+    loop {
+        let changed = pool.changed();
+        if pool.is_stopping() {
+            return;
+        }
+        let failing = pool.status().failing > 0;
+        let booted = pool.settings().is_some();
+        if failing && said != Some(false) {
+            tracing::warn!("debug mode: the worker script fails to boot");
+            said = Some(false);
+        } else if booted && !failing && said != Some(true) {
+            tracing::info!("debug mode: ready; each request boots its own worker");
+            crate::systemd::ready("debug mode: ready");
+            said = Some(true);
         }
         changed.await;
     }

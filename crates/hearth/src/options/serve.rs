@@ -217,6 +217,16 @@ pub struct ServeOptions {
     /// growth. For staging: it walks the app's objects after every request
     #[arg(long, action = clap::ArgAction::Set, num_args = 0, default_missing_value = "true")]
     pub check_state: bool,
+    /// Debug mode, for Xdebug's step debugger and profiler: no warm workers; each
+    /// request runs in a worker started for it (up to --workers at once), with the
+    /// request's Xdebug triggers (XDEBUG_SESSION cookie, XDEBUG_SESSION_START,
+    /// XDEBUG_TRIGGER) in its environment, so that debugging starts at the worker
+    /// script's first line, as under php-fpm. A request a debugger may hold (one with
+    /// such a trigger, or any with xdebug.start_with_request=yes in --ini) has no
+    /// --request-timeout and no --boot-timeout. Not for production: every request
+    /// boots the app
+    #[arg(long, action = clap::ArgAction::Set, num_args = 0, default_missing_value = "true")]
+    pub debug: bool,
     /// Environment variable for workers: NAME=VALUE sets it, NAME passes Hearth's
     /// own (repeatable; HEARTH_ names are Hearth's)
     #[arg(long = "env", value_name = "NAME[=VALUE]")]
@@ -321,6 +331,7 @@ impl Default for ServeOptions {
             ini: Vec::new(),
             clear_env: false,
             check_state: false,
+            debug: false,
             env: Vec::new(),
             threads: None,
             batch_scheduling: true,
@@ -501,6 +512,13 @@ impl Section for ServeOptions {
                  X-Accel-Redirect responses are not offloaded",
             ));
         }
+        if self.debug && self.script.is_none() && self.root.is_some() {
+            return Err(Fault::new(
+                "debug",
+                "is for worker mode: in classic mode php-fpm starts every request afresh, \
+                 where Xdebug works as it always does",
+            ));
+        }
         if self.root.is_none() && self.index != IndexFiles::default() {
             return Err(Fault::new("index", "needs a document root ({root})"));
         }
@@ -604,6 +622,7 @@ impl ServeOptions {
         pool.pipelining = self.pipelining;
         pool.clear_env = self.clear_env;
         pool.check_state = self.check_state;
+        pool.debug = self.debug;
         pool.env = self
             .env
             .iter()

@@ -940,6 +940,33 @@ fn check_state_is_a_switch_for_worker_mode() {
     assert!(serve(&["w.php", "--root", "/srv/site", "--check-state"], None).is_ok());
 }
 
+/// `--debug` is a switch and a key, reaches the pool, and is refused in
+/// classic mode, where php-fpm runs Xdebug as usual.
+#[test]
+fn debug_is_a_switch_for_worker_mode() {
+    let o = serve(&["w.php", "--debug"], None).unwrap();
+    assert!(
+        o.pool_config(std::path::Path::new("/app/w.php"), None)
+            .debug
+    );
+    let o = serve(&["w.php"], Some("[serve]\ndebug = true\n")).unwrap();
+    assert!(o.debug);
+    let pool = serve(&["w.php"], None)
+        .unwrap()
+        .pool_config(std::path::Path::new("/app/w.php"), None);
+    assert!(!pool.debug);
+    let e = refused(serve(&["--root", "/srv/site", "--debug"], None));
+    assert!(e.starts_with("--debug: is for worker mode"), "{e}");
+    let e = refused(serve(
+        &["--root", "/srv/site"],
+        Some("[serve]\ndebug = true\n"),
+    ));
+    assert!(
+        e.starts_with("/etc/app/hearth.toml: [serve] debug: is for worker mode"),
+        "{e}"
+    );
+}
+
 /// Issue 20: the words after `hearth run`'s options are a FILE of JSON
 /// Lines, or GNU parallel's COMMAND and sources.
 #[test]
