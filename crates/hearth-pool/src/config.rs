@@ -23,6 +23,16 @@ pub struct PoolConfig {
     /// How long an extra worker (beyond `min_workers`) may stay idle
     /// before it is stopped.
     pub scale_down_after: Duration,
+    /// Resident memory (bytes) the workers may use together (0: no
+    /// limit): no extra worker starts when the live workers' RSS plus
+    /// their mean RSS for it (and for each worker booting) would pass
+    /// it; requests then wait for a busy worker. Workers `min_workers`
+    /// always runs, and replacements, are not held back.
+    pub max_pool_memory: u64,
+    /// Workers booting at once at most, so that a burst that wakes many
+    /// extra slots does not boot them all together, each slowed by the
+    /// others; by default the machine's CPUs, at least 2.
+    pub max_booting: usize,
     /// Extra `-d name=value` settings for every worker.
     pub ini: Vec<(String, String)>,
     /// The Hearth PHP extension, which gives workers PHP's own request
@@ -222,6 +232,10 @@ impl PoolConfig {
             workers,
             min_workers: workers,
             scale_down_after: Duration::from_secs(10),
+            max_pool_memory: 0,
+            max_booting: std::thread::available_parallelism()
+                .map_or(2, std::num::NonZeroUsize::get)
+                .max(2),
             ini: Vec::new(),
             extension: Extension::Auto,
             clear_env: false,

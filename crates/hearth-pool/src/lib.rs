@@ -31,6 +31,8 @@
 //!   out (`max_requests`, `ttl`, `max_memory`), reading out an abandoned
 //!   response.
 //! - `shared`: the state the pool's tasks share.
+//! - `health`: crash loops on requests: workers that boot but die on the
+//!   requests they are given, and the backoff that follows.
 //! - `line`: the idle workers and the requests waiting for one (a data
 //!   structure, no I/O).
 //! - `process`: starting a PHP process and forwarding what it prints.
@@ -50,6 +52,7 @@ mod channel;
 mod config;
 mod dispatch;
 mod error;
+mod health;
 mod lease;
 mod line;
 mod observe;
@@ -69,7 +72,8 @@ mod worker;
 pub use config::{Account, Extension, PoolConfig, WorkerUser};
 pub use error::Error;
 pub use lease::Lease;
-pub use observe::{PastWorker, RestartReason, WorkerInfo, WorkerState, PAST_WORKERS};
+pub use health::{Failing, FailureCause};
+pub use observe::{PastWorker, RestartReason, StartReason, WorkerInfo, WorkerState, PAST_WORKERS};
 pub use paths::Paths;
 pub use php::PhpInfo;
 pub use pool::{Pool, PoolStatus};
