@@ -57,6 +57,11 @@ pub struct ServeOptions {
     /// How long an extra worker may stay idle before it stops
     #[arg(long, value_name = "DURATION")]
     pub scale_down_after: Seconds,
+    /// Memory budget for all workers together (their resident memory, RSS): no
+    /// extra worker starts when the workers' RSS plus one more (their mean) would
+    /// pass SIZE, and requests wait for a busy worker instead; 0: no budget
+    #[arg(long, value_name = "SIZE")]
+    pub max_pool_memory: Size,
     /// PHP binary for workers; php-cgi gives header(), cookies and sessions
     #[arg(long, value_name = "PATH")]
     pub php: PathBuf,
@@ -263,6 +268,7 @@ impl Default for ServeOptions {
             max_queue: 1024,
             min_workers: None,
             scale_down_after: Seconds::from_secs(10),
+            max_pool_memory: Size(0),
             php: PathBuf::from("php-cgi"),
             php_extension: ExtensionChoice::Auto,
             config: None,
@@ -532,6 +538,7 @@ impl ServeOptions {
         pool.boot_timeout = self.boot_timeout.0;
         pool.stop_timeout = self.stop_timeout.0;
         pool.scale_down_after = self.scale_down_after.0;
+        pool.max_pool_memory = self.max_pool_memory.0;
         pool.max_requests = self.max_requests;
         pool.max_memory = self.max_memory.0;
         pool.ttl = self.ttl.and_then(Seconds::nonzero);
