@@ -195,6 +195,10 @@ fn a_bad_max_pool_memory_names_the_option() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("max-pool-memory"), "{err}");
+    let out = support::ctl(&["serve", "--max-booting", "0", "/nonexistent.php"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("max_booting") || err.contains("max-booting"), "{err}");
 }
 
 fn write_script(path: &Path, request: &str) {

@@ -62,6 +62,11 @@ pub struct ServeOptions {
     /// pass SIZE, and requests wait for a busy worker instead; 0: no budget
     #[arg(long, value_name = "SIZE")]
     pub max_pool_memory: Size,
+    /// Workers booting at once at most: a burst that wakes many extra workers
+    /// boots them a few at a time, one per request still waiting as each boot
+    /// ends [default: one per CPU, at least 2]
+    #[arg(long, value_name = "N")]
+    pub max_booting: Option<usize>,
     /// PHP binary for workers; php-cgi gives header(), cookies and sessions
     #[arg(long, value_name = "PATH")]
     pub php: PathBuf,
@@ -269,6 +274,7 @@ impl Default for ServeOptions {
             min_workers: None,
             scale_down_after: Seconds::from_secs(10),
             max_pool_memory: Size(0),
+            max_booting: None,
             php: PathBuf::from("php-cgi"),
             php_extension: ExtensionChoice::Auto,
             config: None,
@@ -401,6 +407,9 @@ impl Section for ServeOptions {
         }
         if self.threads == Some(0) {
             return Err(Fault::new("threads", "must be at least 1"));
+        }
+        if self.max_booting == Some(0) {
+            return Err(Fault::new("max_booting", "must be at least 1"));
         }
         more_than_0("max_body_size", self.max_body_size.0 == 0)?;
         more_than_0("max_request_line", self.max_request_line.0 == 0)?;
@@ -539,6 +548,9 @@ impl ServeOptions {
         pool.stop_timeout = self.stop_timeout.0;
         pool.scale_down_after = self.scale_down_after.0;
         pool.max_pool_memory = self.max_pool_memory.0;
+        if let Some(n) = self.max_booting {
+            pool.max_booting = n;
+        }
         pool.max_requests = self.max_requests;
         pool.max_memory = self.max_memory.0;
         pool.ttl = self.ttl.and_then(Seconds::nonzero);
