@@ -29,6 +29,13 @@ pub struct PoolConfig {
     /// it; requests then wait for a busy worker. Workers `min_workers`
     /// always runs, and replacements, are not held back.
     pub max_pool_memory: u64,
+    /// Whether workers dying on requests put the pool in a crash loop
+    /// (see `health`): requests refused at once but for one per backoff,
+    /// dead workers replaced after a pause. For an HTTP server, whose
+    /// clients can retry; off (the default) for a task runner, whose jobs
+    /// may fail on purpose and must each run: their deaths are counted,
+    /// nothing is refused.
+    pub crash_loops: bool,
     /// Workers booting at once at most, so that a burst that wakes many
     /// extra slots does not boot them all together, each slowed by the
     /// others; by default the machine's CPUs, at least 2.
@@ -233,6 +240,7 @@ impl PoolConfig {
             min_workers: workers,
             scale_down_after: Duration::from_secs(10),
             max_pool_memory: 0,
+            crash_loops: false,
             max_booting: std::thread::available_parallelism()
                 .map_or(2, std::num::NonZeroUsize::get)
                 .max(2),

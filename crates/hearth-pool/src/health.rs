@@ -92,14 +92,15 @@ impl RequestHealth {
 
     /// A worker died on a request, for `why`. Returns how long its
     /// supervisor should wait before booting the next one: none until
-    /// the pool is in a crash loop.
-    pub fn crashed(&self, why: String, max_backoff: Duration) -> Option<Duration> {
+    /// the pool is in a crash loop, and never unless `loops` (the pool's
+    /// `crash_loops`).
+    pub fn crashed(&self, why: String, max_backoff: Duration, loops: bool) -> Option<Duration> {
         self.crashes.fetch_add(1, Ordering::Relaxed);
         let mut s = self.state();
         s.streak = s.streak.saturating_add(1);
         s.last_error = why;
         self.troubled.store(true, Ordering::Release);
-        if s.streak < CRASH_LOOP_AFTER {
+        if s.streak < CRASH_LOOP_AFTER || !loops {
             return None;
         }
         let delay = backoff(s.streak - CRASH_LOOP_AFTER + 1, max_backoff);
@@ -203,19 +204,19 @@ mod tests {
     #[test]
     fn a_crash_loop_takes_deaths_in_a_row_and_ends_with_one_request_served() {
         let h = RequestHealth::default();
-        assert!(h.crashed("exit status 1".into(), MAX).is_none());
+        assert!(h.crashed("exit status 1".into(), MAX, true).is_none());
         h.served();
-        assert!(h.crashed("exit status 1".into(), MAX).is_none());
-        assert!(h.crashed("exit status 1".into(), MAX).is_none());
+        assert!(h.crashed("exit status 1".into(), MAX, true).is_none());
+        assert!(h.crashed("exit status 1".into(), MAX, true).is_none());
         assert!(h.admit().is_ok(), "two in a row is not a loop yet");
-        let pause = h.crashed("exit status 255".into(), MAX);
+        let pause = h.crashed("exit status 255".into(), MAX, true);
         assert_eq!(pause, Some(Duration::from_millis(100)));
         let failing = h.failing().expect("failing");
         assert_eq!(failing.cause, FailureCause::Requests);
         assert_eq!(failing.attempts, 3);
         assert_eq!(failing.last_error, "exit status 255");
         assert!(h.admit().is_err(), "refused until the next attempt");
-        assert_eq!(h.crashed("again".into(), MAX), Some(Duration::from_millis(200)));
+        assert_eq!(h.crashed("again".into(), MAX, true), Some(Duration::from_millis(200)));
         h.retry_now();
         assert!(h.admit().is_ok(), "after a reload, one request tries");
         assert!(h.admit().is_err(), "one at a time");
@@ -223,6 +224,17 @@ mod tests {
         assert!(h.failing().is_none());
         assert!(h.admit().is_ok());
         assert_eq!(h.crashes(), 5);
+    }
+
+    #[test]
+    fn without_crash_loops_deaths_are_counted_and_nothing_is_refused() {
+        let h = RequestHealth::default();
+        for _ in 0..10 {
+            assert!(h.crashed("exit status 1".into(), MAX, false).is_none());
+        }
+        assert!(h.failing().is_none());
+        assert!(h.admit().is_ok());
+        assert_eq!(h.crashes(), 10);
     }
 
     #[test]

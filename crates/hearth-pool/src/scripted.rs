@@ -542,11 +542,11 @@ async fn a_closed_line_refuses_waiting_and_new_requests() {
 
 #[tokio::test]
 async fn in_a_crash_loop_requests_are_refused_but_one_that_tries_again() {
-    let pool = pool(1, |_| {});
+    let pool = pool(1, |c| c.crash_loops = true);
     let mut fake = install(&pool, 0);
     let max = pool.config.max_backoff;
     for _ in 0..crate::health::CRASH_LOOP_AFTER {
-        pool.health.crashed("exit status 1".to_owned(), max);
+        pool.health.crashed("exit status 1".to_owned(), max, true);
     }
     let refused = send(&pool, "refused").await.expect_err("in a crash loop");
     assert!(refused.is_unavailable(), "{refused}");

@@ -171,6 +171,7 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                     crash_pause = shared.health.crashed(
                         format!("worker {pid} died on a request ({}){said}", describe(&status)),
                         shared.config.max_backoff,
+                        shared.config.crash_loops,
                     );
                     shared.ready_notify.notify_waiters();
                 } else if ws.served.load(Ordering::Relaxed) > 0
