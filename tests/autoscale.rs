@@ -82,7 +82,8 @@ fn a_burst_boots_at_most_max_booting_workers_at_once() {
         if line.contains("starting a worker") || line.contains("starting a replacement") {
             in_flight += 1;
             most = most.max(in_flight);
-            demand += usize::from(line.contains("reason=\"demand\"") || line.contains("reason=demand"));
+            demand +=
+                usize::from(line.contains("reason=\"demand\"") || line.contains("reason=demand"));
         } else if line.contains("worker booted in") || line.contains("worker failed to boot") {
             in_flight -= 1;
         }
@@ -107,18 +108,25 @@ fn a_burst_boots_at_most_max_booting_workers_at_once() {
     assert_eq!(status["pool"]["state"], "serving", "{status}");
     let text = admin_get(admin, "/metrics").text();
     assert_eq!(
-        metric(&text, "hearth_pool_workers_started_total{pool=\"default\",reason=\"min\"}"),
+        metric(
+            &text,
+            "hearth_pool_workers_started_total{pool=\"default\",reason=\"min\"}"
+        ),
         Some(1.0),
         "{text}"
     );
     assert!(
-        metric(&text, "hearth_pool_workers_started_total{pool=\"default\",reason=\"demand\"}")
-            >= Some(2.0),
+        metric(
+            &text,
+            "hearth_pool_workers_started_total{pool=\"default\",reason=\"demand\"}"
+        ) >= Some(2.0),
         "{text}"
     );
     assert!(
-        metric(&text, "hearth_pool_workers_retired_total{pool=\"default\",reason=\"scale_down\"}")
-            >= Some(2.0),
+        metric(
+            &text,
+            "hearth_pool_workers_retired_total{pool=\"default\",reason=\"scale_down\"}"
+        ) >= Some(2.0),
         "{text}"
     );
     assert_eq!(
@@ -126,7 +134,9 @@ fn a_burst_boots_at_most_max_booting_workers_at_once() {
         Some(bound as f64),
         "{text}"
     );
-    assert!(server.log().contains("decision=\"retired\"") || server.log().contains("decision=retired"));
+    assert!(
+        server.log().contains("decision=\"retired\"") || server.log().contains("decision=retired")
+    );
     // The table says it too.
     let table = support::ctl(&["status", "--control-socket", &socket.to_string_lossy()]);
     let table = String::from_utf8_lossy(&table.stdout);
@@ -173,8 +183,10 @@ fn the_memory_budget_refuses_an_extra_worker_and_requests_wait() {
     assert!(pool["memory"].as_u64() > Some(1 << 20), "{status}");
     let text = admin_get(admin, "/metrics").text();
     assert!(
-        metric(&text, "hearth_pool_workers_refused_total{pool=\"default\",reason=\"memory\"}")
-            >= Some(1.0),
+        metric(
+            &text,
+            "hearth_pool_workers_refused_total{pool=\"default\",reason=\"memory\"}"
+        ) >= Some(1.0),
         "{text}"
     );
     assert_eq!(
@@ -198,7 +210,10 @@ fn a_bad_max_pool_memory_names_the_option() {
     let out = support::ctl(&["serve", "--max-booting", "0", "/nonexistent.php"]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("max_booting") || err.contains("max-booting"), "{err}");
+    assert!(
+        err.contains("max_booting") || err.contains("max-booting"),
+        "{err}"
+    );
 }
 
 fn write_script(path: &Path, request: &str) {
@@ -236,7 +251,12 @@ fn workers_dying_on_requests_give_503_until_a_fixed_deploy_is_reloaded() {
         let r = server.get("/");
         (r.status == 503).then_some(r)
     });
-    assert_eq!(refused.header("retry-after"), Some("1"), "{:?}", refused.headers);
+    assert_eq!(
+        refused.header("retry-after"),
+        Some("1"),
+        "{:?}",
+        refused.headers
+    );
     let status = support::status_json(&socket);
     let pool = &status["pool"];
     assert_eq!(pool["state"], "failing", "{status}");
@@ -253,7 +273,10 @@ fn workers_dying_on_requests_give_503_until_a_fixed_deploy_is_reloaded() {
     assert!(pool["request_crashes"].as_u64() >= Some(3), "{status}");
     let text = admin_get(admin, "/metrics").text();
     assert_eq!(
-        metric(&text, "hearth_pool_failing{pool=\"default\",cause=\"requests\"}"),
+        metric(
+            &text,
+            "hearth_pool_failing{pool=\"default\",cause=\"requests\"}"
+        ),
         Some(1.0),
         "{text}"
     );
@@ -289,7 +312,10 @@ fn workers_dying_on_requests_give_503_until_a_fixed_deploy_is_reloaded() {
     assert!(status["pool"]["failing_state"].is_null(), "{status}");
     let text = admin_get(admin, "/metrics").text();
     assert_eq!(
-        metric(&text, "hearth_pool_failing{pool=\"default\",cause=\"requests\"}"),
+        metric(
+            &text,
+            "hearth_pool_failing{pool=\"default\",cause=\"requests\"}"
+        ),
         Some(0.0),
         "{text}"
     );
@@ -307,7 +333,12 @@ fn workers_that_exit_with_status_0_after_each_request_are_not_a_crash_loop() {
     write_script(&script, "echo 'done'; exit;");
     let server = Server::start(
         &script,
-        &["--workers", "2", "--control-socket", &socket.to_string_lossy()],
+        &[
+            "--workers",
+            "2",
+            "--control-socket",
+            &socket.to_string_lossy(),
+        ],
     );
     for _ in 0..8 {
         let r = server.get("/");

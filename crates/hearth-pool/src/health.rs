@@ -183,9 +183,9 @@ impl RequestHealth {
             since: s.since.unwrap_or_else(SystemTime::now),
             attempts: s.streak,
             last_error: s.last_error.clone(),
-            next_attempt: s
-                .next_attempt
-                .map_or(Duration::ZERO, |at| at.saturating_duration_since(Instant::now())),
+            next_attempt: s.next_attempt.map_or(Duration::ZERO, |at| {
+                at.saturating_duration_since(Instant::now())
+            }),
         })
     }
 
@@ -216,7 +216,10 @@ mod tests {
         assert_eq!(failing.attempts, 3);
         assert_eq!(failing.last_error, "exit status 255");
         assert!(h.admit().is_err(), "refused until the next attempt");
-        assert_eq!(h.crashed("again".into(), MAX, true), Some(Duration::from_millis(200)));
+        assert_eq!(
+            h.crashed("again".into(), MAX, true),
+            Some(Duration::from_millis(200))
+        );
         h.retry_now();
         assert!(h.admit().is_ok(), "after a reload, one request tries");
         assert!(h.admit().is_err(), "one at a time");

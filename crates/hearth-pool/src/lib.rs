@@ -71,8 +71,8 @@ mod worker;
 
 pub use config::{Account, Extension, PoolConfig, WorkerUser};
 pub use error::Error;
-pub use lease::Lease;
 pub use health::{Failing, FailureCause};
+pub use lease::Lease;
 pub use observe::{PastWorker, RestartReason, StartReason, WorkerInfo, WorkerState, PAST_WORKERS};
 pub use paths::Paths;
 pub use php::PhpInfo;

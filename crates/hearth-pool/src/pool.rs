@@ -9,8 +9,8 @@ use bytes::BytesMut;
 use hearth_proto::message::Ready;
 
 use crate::dispatch;
-use crate::lease::Lease;
 use crate::health::{Failing, FailureCause};
+use crate::lease::Lease;
 use crate::observe::{resident_memory, RestartReason, StartReason, WorkerInfo, WorkerState};
 use crate::php::PhpInfo;
 use crate::reload;

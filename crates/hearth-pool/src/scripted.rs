@@ -551,7 +551,11 @@ async fn in_a_crash_loop_requests_are_refused_but_one_that_tries_again() {
     let refused = send(&pool, "refused").await.expect_err("in a crash loop");
     assert!(refused.is_unavailable(), "{refused}");
     assert!(refused.to_string().contains("exit status 1"), "{refused}");
-    assert_eq!(fake.ws.served.load(Ordering::Relaxed), 0, "no worker saw it");
+    assert_eq!(
+        fake.ws.served.load(Ordering::Relaxed),
+        0,
+        "no worker saw it"
+    );
     // A reload: the next request tries at once, and its success ends the loop.
     pool.health.retry_now();
     let mut probe = send(&pool, "probe").await.expect("let through");

@@ -67,6 +67,9 @@ pub(crate) struct Shared {
     pub decisions: Decisions,
     /// Workers dying on requests.
     pub health: RequestHealth,
+    /// When an extra worker was last refused for `max_pool_memory`: for
+    /// a short while after, slots take the answer as given.
+    pub memory_refused_at: Mutex<Option<Instant>>,
     /// Since when some slot fails to boot, and when the soonest of them
     /// tries again.
     pub boot_failing: Mutex<(Option<std::time::SystemTime>, Option<Instant>)>,
@@ -104,6 +107,7 @@ impl Shared {
             growing: AtomicUsize::new(0),
             decisions: Decisions::default(),
             health: RequestHealth::default(),
+            memory_refused_at: Mutex::new(None),
             boot_failing: Mutex::new((None, None)),
             config,
         }

@@ -50,16 +50,18 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                 dormant = true;
                 continue;
             }
-            if let Some(over) = shared.over_memory_budget() {
+            if let Some(refusal) = memory_refusal(&shared) {
                 drop(permit);
-                shared.decisions.refused_memory();
-                tracing::debug!(
-                    decision = "refused",
-                    reason = "memory",
-                    slot,
-                    "not starting an extra worker: {over}"
-                );
-                shared.ready_notify.notify_waiters();
+                if let Some(over) = refusal {
+                    shared.decisions.refused_memory();
+                    tracing::debug!(
+                        decision = "refused",
+                        reason = "memory",
+                        slot,
+                        "not starting an extra worker: {over}"
+                    );
+                    shared.ready_notify.notify_waiters();
+                }
                 // Asked again after a pause, not at every waiting request.
                 shared.dormant.fetch_add(1, Ordering::AcqRel);
                 pause(&shared, MEMORY_RECHECK).await;
@@ -169,7 +171,10 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                         .map(|r| format!("; it reported: {r}"))
                         .unwrap_or_default();
                     crash_pause = shared.health.crashed(
-                        format!("worker {pid} died on a request ({}){said}", describe(&status)),
+                        format!(
+                            "worker {pid} died on a request ({}){said}",
+                            describe(&status)
+                        ),
                         shared.config.max_backoff,
                         shared.config.crash_loops,
                     );
@@ -185,7 +190,8 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                 // not make this loop spin.
                 if let Some(delay) = crash_pause {
                     pause(&shared, delay).await;
-                } else if booted.elapsed() < Duration::from_secs(1) && ws.retire_mode() == Retire::No
+                } else if booted.elapsed() < Duration::from_secs(1)
+                    && ws.retire_mode() == Retire::No
                 {
                     failures += 1;
                     pause(&shared, backoff(failures, shared.config.max_backoff)).await;
@@ -238,6 +244,23 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
 /// woken again: the budget is checked a few times a second at most, not
 /// at every request that waits.
 const MEMORY_RECHECK: Duration = Duration::from_millis(250);
+
+/// Whether an extra worker must not start for `max_pool_memory`: Some
+/// with why when the budget was checked now, Some(None) when it was
+/// refused less than [`MEMORY_RECHECK`] ago (taken as given, and not
+/// counted again), None when it fits.
+fn memory_refusal(shared: &Shared) -> Option<Option<String>> {
+    if shared.config.max_pool_memory == 0 {
+        return None;
+    }
+    let mut at = lock(&shared.memory_refused_at);
+    if at.is_some_and(|t| t.elapsed() < MEMORY_RECHECK) {
+        return Some(None);
+    }
+    let over = shared.over_memory_budget()?;
+    *at = Some(std::time::Instant::now());
+    Some(Some(over))
+}
 
 /// An extra worker booting for a waiting request, counted while it boots.
 struct Growing<'a>(&'a Shared);

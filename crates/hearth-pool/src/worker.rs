@@ -452,7 +452,11 @@ pub(crate) fn log_report(pid: u32, frame: &Frame) -> String {
             let trace = report.field("trace");
             let line = format!(
                 "{} {}: {} in {}:{}",
-                if report.field("kind") == "fatal" { "PHP fatal error" } else { "uncaught" },
+                if report.field("kind") == "fatal" {
+                    "PHP fatal error"
+                } else {
+                    "uncaught"
+                },
                 report.field("class"),
                 report.field("message"),
                 report.field("file"),

@@ -320,7 +320,7 @@ fn pool_lines(status: &Value) -> String {
         None => String::new(),
     };
     if pool["max_booting"].is_u64() {
-    let _ = writeln!(
+        let _ = writeln!(
         out,
         "sizing: {} booting (at most {} at once); memory {} MiB{budget}; started by reason: {}; retired by reason: {}; refused for memory {}",
         pool["booting"],
