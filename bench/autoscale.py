@@ -255,6 +255,9 @@ def main() -> int:
         lines.append(f"| {name} (`{' '.join(POOLS[name])}`) | {m['p50']:.0f} | {m['p99']:.0f} | "
                      f"{m['max']:.0f} | {m['took']:.2f} | {failed} | {m['idle_before']:.1f} | "
                      f"{m['idle_after']:.1f} |")
+    lines += ["", "Burst p99 of each round, ms (in the order run):", ""]
+    for name in POOLS:
+        lines.append(f"- {name}: " + ", ".join(f"{r['p99']:.0f}" for r in results[name]))
     lines += [
         "",
         f"- auto's burst p99 / fixed-16's: **{ratio_p99:.2f}x** (target: at most 1.5x) — "

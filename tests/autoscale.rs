@@ -349,3 +349,95 @@ fn workers_that_exit_with_status_0_after_each_request_are_not_a_crash_loop() {
     assert_eq!(status["pool"]["state"], "serving", "{status}");
     assert_eq!(status["pool"]["request_crashes"], 0, "{status}");
 }
+
+#[test]
+fn a_script_broken_after_start_shows_as_failing_to_boot() {
+    let dir = support::tempdir();
+    let socket = dir.path().join("control.sock");
+    let script = dir.path().join("worker.php");
+    write_script(&script, "echo getmypid();");
+    let server = Server::start(
+        &script,
+        &[
+            "--workers",
+            "1",
+            "--admin",
+            "127.0.0.1:0",
+            "--control-socket",
+            &socket.to_string_lossy(),
+        ],
+    );
+    let admin = support::admin_addr(&server);
+    let pid = server.get("/").text();
+    // Broken in place, and the worker gone: its replacements fail to boot.
+    std::fs::write(&script, "<?php\necho 'no database';\nexit(3);\n").expect("write");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = support::eventually(WAIT, "the pool failing to boot", || {
+        let s = support::status_json(&socket);
+        s["pool"]["failing_state"].is_object().then_some(s)
+    });
+    let failing = &status["pool"]["failing_state"];
+    assert_eq!(status["pool"]["state"], "failing", "{status}");
+    assert_eq!(failing["cause"], "boot", "{status}");
+    assert!(
+        failing["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no database")),
+        "{status}"
+    );
+    assert!(failing["attempts"].as_u64() >= Some(1), "{status}");
+    assert!(failing["next_attempt"].as_f64().is_some(), "{status}");
+    let text = admin_get(admin, "/metrics").text();
+    assert_eq!(
+        metric(
+            &text,
+            "hearth_pool_failing{pool=\"default\",cause=\"boot\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        status["pool"]["request_crashes"], 0,
+        "killed while idle, not on a request: {status}"
+    );
+    let refused = server.get("/");
+    assert_eq!(refused.status, 503);
+    assert_eq!(refused.header("retry-after"), Some("1"));
+}
+
+#[test]
+fn a_fatal_error_on_every_request_is_a_crash_loop_that_names_the_error() {
+    let dir = support::tempdir();
+    let socket = dir.path().join("control.sock");
+    let script = dir.path().join("worker.php");
+    write_script(
+        &script,
+        "trigger_error('the schema of a broken deploy', E_USER_ERROR);",
+    );
+    let server = Server::start(
+        &script,
+        &[
+            "--workers",
+            "2",
+            "--control-socket",
+            &socket.to_string_lossy(),
+        ],
+    );
+    let refused = support::eventually(WAIT, "a 503 for a crash loop", || {
+        let r = server.get("/");
+        (r.status == 503).then_some(r)
+    });
+    assert!(refused.header("retry-after").is_some());
+    let status = support::status_json(&socket);
+    let failing = &status["pool"]["failing_state"];
+    assert_eq!(failing["cause"], "requests", "{status}");
+    let error = failing["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("died on a request") && error.contains("the schema of a broken deploy"),
+        "{status}"
+    );
+}

@@ -293,17 +293,27 @@ async fn boot_permit(shared: &Shared) -> Option<tokio::sync::SemaphorePermit<'_>
     }
 }
 
-/// Whether a worker died because of a request: it had been given one, it
-/// went without being asked to (it crashed, or exited by itself after a
-/// request), and its exit status says it failed (not 0) or a signal
-/// ended it. A worker that exits with status 0 (`exit` at the end of a
-/// request, `Worker::replaceAfterRequest()`) did not fail.
+/// Whether a worker died because of a request: it was running one (or
+/// exited by itself at the end of one), it went without being asked to
+/// (not stopped, recycled, scaled down or timed out, nor killed by the
+/// pool), and its exit status says it failed (not 0) or a signal ended
+/// it. A worker that exits with status 0 (`exit` at the end of a request,
+/// `Worker::replaceAfterRequest()`) did not fail, nor did one killed
+/// while idle (an operator, the OOM killer between requests).
 fn died_on_request(ws: &WorkerShared, status: &std::io::Result<std::process::ExitStatus>) -> bool {
-    let unasked = matches!(ws.retire_mode(), Retire::No | Retire::Graceful)
+    use std::os::unix::process::ExitStatusExt;
+    let mode = ws.retire_mode();
+    let killed_by_pool = mode == Retire::Now
+        && status
+            .as_ref()
+            .is_ok_and(|s| s.signal() == Some(rustix::process::Signal::KILL.as_raw()));
+    let unasked = !matches!(mode, Retire::Stopping | Retire::Terminate)
+        && !killed_by_pool
         && !ws.recycle_due()
         && !ws.shrunk.load(Ordering::Acquire);
+    let on_a_request = ws.link().busy || mode == Retire::Graceful;
     let failed = !status.as_ref().is_ok_and(std::process::ExitStatus::success);
-    unasked && failed && ws.took_requests()
+    unasked && failed && on_a_request && ws.took_requests()
 }
 
 /// Watches the slot's worker `ws` until it exits, and returns the slot's
