@@ -31,8 +31,8 @@ pub struct PoolConfig {
     pub max_pool_memory: u64,
     /// Whether workers dying on requests put the pool in a crash loop
     /// (see `health`): requests refused at once but for one per backoff,
-    /// dead workers replaced after a pause. For an HTTP server, whose
-    /// clients can retry; off (the default) for a task runner, whose jobs
+    /// dead workers replaced after a pause. On (the default) for an HTTP
+    /// server, whose clients can retry; off for a task runner, whose jobs
     /// may fail on purpose and must each run: their deaths are counted,
     /// nothing is refused.
     pub crash_loops: bool,
@@ -240,7 +240,7 @@ impl PoolConfig {
             min_workers: workers,
             scale_down_after: Duration::from_secs(10),
             max_pool_memory: 0,
-            crash_loops: false,
+            crash_loops: true,
             max_booting: std::thread::available_parallelism()
                 .map_or(2, std::num::NonZeroUsize::get)
                 .max(2),

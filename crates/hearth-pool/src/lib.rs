@@ -5,8 +5,10 @@
 //! `Hearth\Worker::serve()`. The pool keeps the configured number of them
 //! alive, hands each request to exactly one idle worker ([`Pool::dispatch`]),
 //! replaces workers that exit or crash at once, backs off while a broken
-//! script fails to boot, and stops them politely, then firmly
-//! ([`Pool::shutdown`]).
+//! script fails to boot or its workers die on the requests they are given
+//! (`health`), grows between `min_workers` and `workers` a few boots at a
+//! time within a memory budget (`max_booting`, `max_pool_memory`), and
+//! stops them politely, then firmly ([`Pool::shutdown`]).
 //!
 //! # Modules
 //!

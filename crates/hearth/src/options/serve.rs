@@ -548,9 +548,6 @@ impl ServeOptions {
         pool.stop_timeout = self.stop_timeout.0;
         pool.scale_down_after = self.scale_down_after.0;
         pool.max_pool_memory = self.max_pool_memory.0;
-        // An HTTP client told 503 + Retry-After comes back; a request
-        // handed to a worker that dies on it gets a 500 and costs a boot.
-        pool.crash_loops = true;
         if let Some(n) = self.max_booting {
             pool.max_booting = n;
         }
