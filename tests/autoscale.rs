@@ -181,6 +181,12 @@ fn the_memory_budget_refuses_an_extra_worker_and_requests_wait() {
     assert_eq!(pool["started_by_reason"]["demand"], 0, "{status}");
     assert_eq!(pool["max_pool_memory"], 1 << 20, "{status}");
     assert!(pool["memory"].as_u64() > Some(1 << 20), "{status}");
+    // The dashboard's /api/status carries the same report.
+    let api = admin_get(admin, "/api/status").json();
+    assert!(
+        api["status"]["pool"]["refused"]["memory"].as_u64() >= Some(1),
+        "{api}"
+    );
     let text = admin_get(admin, "/metrics").text();
     assert!(
         metric(
