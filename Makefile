@@ -120,11 +120,13 @@ lint: deps-test
 ## against the TaskRunner.php seed's process pools, `hearth run` against
 ## GNU parallel and xargs -P on parallel's command lines, Jobs::call() round trips
 ## against php -r per call, and `hearth work` against Symfony Messenger and
-## Laravel queue workers (see bench/README.md).
+## Laravel queue workers, and a bursty workload against fixed and
+## autoscaled pools (see bench/README.md).
 bench: deps-bench ext
 	$(CARGO) build --release -p hearth
 	python3 bench/http.py
 	python3 bench/recycle.py
+	python3 bench/autoscale.py
 	python3 bench/dashboard.py
 	python3 bench/pools.py
 	python3 bench/tasks.py

@@ -99,7 +99,7 @@ pub use classic::ClassicSite;
 pub use config::{SendfileRoot, ServeConfig};
 pub use listener::{ListenAddr, Listener};
 pub use metrics::{counter as encode_counter, gauge as encode_gauge};
-pub use metrics::{Metrics, PoolReport, PoolSnapshot};
+pub use metrics::{Metrics, PoolReport, PoolSnapshot, Sizing, POOL_NAME};
 pub use mixed::{Area, MixedSite};
 pub use observe::{Observed, Observer};
 pub use response::{ReaderBody, ResponseBody, StreamError};

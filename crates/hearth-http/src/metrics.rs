@@ -64,6 +64,34 @@ pub struct PoolSnapshot {
     pub restarts_by_reason: Vec<(String, u64)>,
     /// The processes are being stopped.
     pub stopping: bool,
+    /// Worker mode's sizing and health (none elsewhere).
+    pub sizing: Option<Sizing>,
+}
+
+/// The name of the server's default worker pool (the only one, or the
+/// one of `[serve]` beside `[[serve.pool]]`s) in metrics labels and status.
+pub const POOL_NAME: &str = "default";
+
+/// How a worker pool sizes itself and how it fares, for `/metrics`.
+#[derive(Debug, Clone, Default)]
+pub struct Sizing {
+    /// Workers booting now, and at most at once.
+    pub booting: usize,
+    pub max_booting: usize,
+    /// The live workers' resident memory, and the budget (0: none).
+    pub memory: u64,
+    pub max_pool_memory: u64,
+    /// Workers started, by why.
+    pub started_by_reason: Vec<(&'static str, u64)>,
+    /// Workers that went, by why.
+    pub retired_by_reason: Vec<(&'static str, u64)>,
+    /// Extra workers not started for the memory budget.
+    pub refused_memory: u64,
+    /// Workers that died on a request.
+    pub request_crashes: u64,
+    /// Why the pool is failing (`boot`, `requests`), if it is, and the
+    /// seconds to its next attempt.
+    pub failing: Option<(&'static str, f64)>,
 }
 
 impl PoolReport for Pool {
@@ -84,7 +112,35 @@ impl PoolReport for Pool {
                 .map(|(reason, n)| (reason.as_str().to_owned(), n))
                 .collect(),
             stopping: self.is_stopping(),
+            sizing: Some(sizing(self, &status)),
         }
+    }
+}
+
+fn sizing(pool: &Pool, status: &hearth_pool::PoolStatus) -> Sizing {
+    let mut retired: Vec<(&'static str, u64)> = status
+        .restarts_by_reason
+        .iter()
+        .map(|(reason, n)| (reason.as_str(), *n))
+        .collect();
+    retired.push(("scale_down", status.scaled_down));
+    Sizing {
+        booting: status.booting,
+        max_booting: status.max_booting,
+        memory: pool.memory(),
+        max_pool_memory: pool.config().max_pool_memory,
+        started_by_reason: status
+            .started_by_reason
+            .iter()
+            .map(|(reason, n)| (reason.as_str(), *n))
+            .collect(),
+        retired_by_reason: retired,
+        refused_memory: status.refused_memory,
+        request_crashes: status.request_crashes,
+        failing: status
+            .failing_state
+            .as_ref()
+            .map(|f| (f.cause.as_str(), f.next_attempt.as_secs_f64())),
     }
 }
 
@@ -294,6 +350,130 @@ pub fn counter(
     ConstCounter::new(value).encode(metric)
 }
 
+/// A metric of one value per reason and pool, labelled with the pool's
+/// name.
+fn by_reason(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    pools: &[(&str, &Sizing)],
+    counts: impl Fn(&Sizing) -> Vec<(&'static str, u64)>,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (pool, sizing) in pools {
+        for (reason, count) in counts(sizing) {
+            let labels = [("pool", *pool), ("reason", reason)];
+            ConstCounter::new(count).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    Ok(())
+}
+
+/// A gauge per pool, labelled with the pool's name.
+fn pool_gauge<T: prometheus_client::encoding::EncodeGaugeValue + Copy + std::fmt::Debug>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    pools: &[(&str, &Sizing)],
+    value: impl Fn(&Sizing) -> T,
+) -> Result<(), std::fmt::Error>
+where
+    ConstGauge<T>: EncodeMetric,
+{
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (pool, sizing) in pools {
+        ConstGauge::new(value(sizing)).encode(family.encode_family(&[("pool", *pool)])?)?;
+    }
+    Ok(())
+}
+
+/// The pools' sizing decisions and health, each labelled with its name.
+fn encode_sizing(
+    encoder: &mut DescriptorEncoder<'_>,
+    pools: &[(&str, &Sizing)],
+) -> Result<(), std::fmt::Error> {
+    let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+    let b = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    by_reason(
+        encoder,
+        "hearth_pool_workers_started",
+        "Workers started, by why: min (min_workers), demand (requests waited), replace",
+        pools,
+        |s| s.started_by_reason.clone(),
+    )?;
+    by_reason(
+        encoder,
+        "hearth_pool_workers_retired",
+        "Workers that went, by why: the restart reasons, and scale_down",
+        pools,
+        |s| s.retired_by_reason.clone(),
+    )?;
+    by_reason(
+        encoder,
+        "hearth_pool_workers_refused",
+        "Extra workers wanted but not started, by why: memory (max_pool_memory)",
+        pools,
+        |s| vec![("memory", s.refused_memory)],
+    )?;
+    let mut crashes = encoder.encode_descriptor(
+        "hearth_pool_request_crashes",
+        "Workers that died on a request (a failing exit status or a signal)",
+        None,
+        MetricType::Counter,
+    )?;
+    for (pool, s) in pools {
+        ConstCounter::new(s.request_crashes).encode(crashes.encode_family(&[("pool", *pool)])?)?;
+    }
+    pool_gauge(
+        encoder,
+        "hearth_pool_workers_booting",
+        "Workers booting now",
+        pools,
+        |s| n(s.booting),
+    )?;
+    pool_gauge(
+        encoder,
+        "hearth_pool_workers_booting_max",
+        "Workers booting at once at most",
+        pools,
+        |s| n(s.max_booting),
+    )?;
+    pool_gauge(
+        encoder,
+        "hearth_pool_memory_bytes",
+        "Resident memory (RSS) of the live workers, summed",
+        pools,
+        |s| b(s.memory),
+    )?;
+    pool_gauge(
+        encoder,
+        "hearth_pool_memory_limit_bytes",
+        "The workers' memory budget (max_pool_memory; 0: none)",
+        pools,
+        |s| b(s.max_pool_memory),
+    )?;
+    let mut failing = encoder.encode_descriptor(
+        "hearth_pool_failing",
+        "1 while the pool fails, by cause: boot (workers fail to boot), requests (workers die on requests)",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (pool, s) in pools {
+        for cause in ["boot", "requests"] {
+            let on = s.failing.is_some_and(|(c, _)| c == cause);
+            let labels = [("pool", *pool), ("cause", cause)];
+            ConstGauge::new(i64::from(on)).encode(failing.encode_family(&labels)?)?;
+        }
+    }
+    pool_gauge(
+        encoder,
+        "hearth_pool_next_attempt_seconds",
+        "While the pool fails, seconds until it tries again (0 otherwise)",
+        pools,
+        |s| s.failing.map_or(0.0, |(_, at)| at),
+    )
+}
+
 impl Collector for PoolCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         // One pool: its metrics as they are; several: each with its name
@@ -390,6 +570,13 @@ impl Collector for PoolCollector {
                 let metric = restarts.encode_family(&labels)?;
                 ConstCounter::new(*count).encode(metric)?;
             }
+        }
+        let sizings: Vec<(&str, &Sizing)> = snapshots
+            .iter()
+            .filter_map(|(pool, s)| Some((pool.unwrap_or(POOL_NAME), s.sizing.as_ref()?)))
+            .collect();
+        if !sizings.is_empty() {
+            encode_sizing(&mut encoder, &sizings)?;
         }
         if let Some(log) = &self.access_log {
             counter(

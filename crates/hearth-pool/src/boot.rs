@@ -78,6 +78,11 @@ pub(crate) async fn boot_with(
             Ok(Ok(frame)) if frame.kind == Kind::Ready => match Ready::decode(&frame.payload) {
                 Ok(ready) if ready.protocol == u32::from(hearth_proto::VERSION) => {
                     worker.ready = Arc::new(ready);
+                    tracing::debug!(
+                        pid,
+                        "worker booted in {} ms",
+                        worker.started.elapsed().as_millis()
+                    );
                     worker.started = tokio::time::Instant::now();
                     output.release();
                     return Ok((worker, child));

@@ -26,6 +26,23 @@ pub struct PoolConfig {
     /// How long an extra worker (beyond `min_workers`) may stay idle
     /// before it is stopped.
     pub scale_down_after: Duration,
+    /// Resident memory (bytes) the workers may use together (0: no
+    /// limit): no extra worker starts when the live workers' RSS plus
+    /// their mean RSS for it (and for each worker booting) would pass
+    /// it; requests then wait for a busy worker. Workers `min_workers`
+    /// always runs, and replacements, are not held back.
+    pub max_pool_memory: u64,
+    /// Whether workers dying on requests put the pool in a crash loop
+    /// (see `health`): requests refused at once but for one per backoff,
+    /// dead workers replaced after a pause. On (the default) for an HTTP
+    /// server, whose clients can retry; off for a task runner, whose jobs
+    /// may fail on purpose and must each run: their deaths are counted,
+    /// nothing is refused.
+    pub crash_loops: bool,
+    /// Workers booting at once at most, so that a burst that wakes many
+    /// extra slots does not boot them all together, each slowed by the
+    /// others; by default the machine's CPUs, at least 2.
+    pub max_booting: usize,
     /// Extra `-d name=value` settings for every worker.
     pub ini: Vec<(String, String)>,
     /// The Hearth PHP extension, which gives workers PHP's own request
@@ -232,6 +249,11 @@ impl PoolConfig {
             workers,
             min_workers: workers,
             scale_down_after: Duration::from_secs(10),
+            max_pool_memory: 0,
+            crash_loops: true,
+            max_booting: std::thread::available_parallelism()
+                .map_or(2, std::num::NonZeroUsize::get)
+                .max(2),
             ini: Vec::new(),
             extension: Extension::Auto,
             clear_env: false,

@@ -169,6 +169,11 @@ async fn assign(
         if line.is_closed() {
             return Err(Error::unavailable("the server is shutting down"));
         }
+        // In a crash loop, a request sent to a worker would most likely
+        // kill it: answered at once, but for one now and then that tries.
+        if !first_in_line {
+            pool.health.admit().map_err(Error::unavailable)?;
+        }
         while let Some(worker) = line.pop_idle() {
             if worker.shared.is_dead() {
                 continue;

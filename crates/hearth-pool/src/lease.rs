@@ -188,11 +188,16 @@ impl Lease {
                 worker.count_served();
                 if frame.has_flag(flags::CLOSE) {
                     worker.shared.retire(Retire::Graceful);
+                } else {
+                    self.pool.health.served();
                 }
                 Ok(Some(frame))
             }
             Kind::Error => {
-                log_report(self.pid(), &frame);
+                let report = log_report(self.pid(), &frame);
+                if let Some(worker) = &self.worker {
+                    worker.shared.set_last_report(report);
+                }
                 Ok(None)
             }
             _ => {

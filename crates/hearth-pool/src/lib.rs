@@ -5,8 +5,10 @@
 //! `Hearth\Worker::serve()`. The pool keeps the configured number of them
 //! alive, hands each request to exactly one idle worker ([`Pool::dispatch`]),
 //! replaces workers that exit or crash at once, backs off while a broken
-//! script fails to boot, and stops them politely, then firmly
-//! ([`Pool::shutdown`]).
+//! script fails to boot or its workers die on the requests they are given
+//! (`health`), grows between `min_workers` and `workers` a few boots at a
+//! time within a memory budget (`max_booting`, `max_pool_memory`), and
+//! stops them politely, then firmly ([`Pool::shutdown`]).
 //!
 //! # Modules
 //!
@@ -33,6 +35,8 @@
 //!   out (`max_requests`, `ttl`, `max_memory`), reading out an abandoned
 //!   response.
 //! - `shared`: the state the pool's tasks share.
+//! - `health`: crash loops on requests: workers that boot but die on the
+//!   requests they are given, and the backoff that follows.
 //! - `line`: the idle workers and the requests waiting for one (a data
 //!   structure, no I/O).
 //! - `process`: starting a PHP process and forwarding what it prints.
@@ -53,6 +57,7 @@ mod config;
 mod dispatch;
 mod error;
 mod fresh;
+mod health;
 mod lease;
 mod line;
 mod observe;
@@ -72,8 +77,9 @@ mod worker;
 pub use config::{Account, Extension, PoolConfig, WorkerUser};
 pub use error::Error;
 pub use fresh::Fresh;
+pub use health::{Failing, FailureCause};
 pub use lease::Lease;
-pub use observe::{PastWorker, RestartReason, WorkerInfo, WorkerState, PAST_WORKERS};
+pub use observe::{PastWorker, RestartReason, StartReason, WorkerInfo, WorkerState, PAST_WORKERS};
 pub use paths::Paths;
 pub use php::PhpInfo;
 pub use pool::{Pool, PoolStatus};

@@ -68,6 +68,69 @@ impl RestartReason {
     }
 }
 
+/// Why a worker was started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum StartReason {
+    /// To fill a slot that always runs (`min_workers`), at start.
+    Min = 0,
+    /// Requests were waiting for a worker: an extra one, beyond
+    /// `min_workers`.
+    Demand = 1,
+    /// In place of a worker that went (a crash, a lifecycle limit, a
+    /// reload).
+    Replace = 2,
+}
+
+impl StartReason {
+    pub const ALL: [StartReason; 3] = [StartReason::Min, StartReason::Demand, StartReason::Replace];
+
+    /// The name used in metrics labels and `hearth status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StartReason::Min => "min",
+            StartReason::Demand => "demand",
+            StartReason::Replace => "replace",
+        }
+    }
+}
+
+/// The pool's sizing decisions, counted: workers started by why, extra
+/// workers stopped for being idle, workers not started for the memory
+/// budget. Atomics bumped at each decision, never per request.
+#[derive(Debug, Default)]
+pub(crate) struct Decisions {
+    started: [AtomicU64; 3],
+    scaled_down: AtomicU64,
+    refused_memory: AtomicU64,
+}
+
+impl Decisions {
+    pub fn started(&self, reason: StartReason) {
+        self.started[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn scaled_down(&self) {
+        self.scaled_down.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn refused_memory(&self) {
+        self.refused_memory.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn started_snapshot(&self) -> [(StartReason, u64); 3] {
+        StartReason::ALL.map(|r| (r, self.started[r as usize].load(Ordering::Relaxed)))
+    }
+
+    pub fn scaled_down_count(&self) -> u64 {
+        self.scaled_down.load(Ordering::Relaxed)
+    }
+
+    pub fn refused_memory_count(&self) -> u64 {
+        self.refused_memory.load(Ordering::Relaxed)
+    }
+}
+
 /// How many replaced workers [`RestartCounts`] remembers.
 pub const PAST_WORKERS: usize = 50;
 

@@ -11,8 +11,9 @@ use tracing::Instrument as _;
 
 use crate::dispatch;
 use crate::fresh::{self, Fresh};
+use crate::health::{Failing, FailureCause};
 use crate::lease::Lease;
-use crate::observe::{resident_memory, RestartReason, WorkerInfo, WorkerState};
+use crate::observe::{resident_memory, RestartReason, StartReason, WorkerInfo, WorkerState};
 use crate::php::PhpInfo;
 use crate::reload;
 use crate::shared::{lock, Shared};
@@ -48,6 +49,22 @@ pub struct PoolStatus {
     pub busy: usize,
     /// Requests waiting in line for a worker.
     pub waiting: usize,
+    /// Workers booting now, and at most at once (`max_booting`).
+    pub booting: usize,
+    pub max_booting: usize,
+    /// Workers started, by why (first boots and replacements included;
+    /// a boot that failed counts too).
+    pub started_by_reason: [(StartReason, u64); 3],
+    /// Extra workers stopped for being idle past `scale_down_after`.
+    pub scaled_down: u64,
+    /// Times an extra worker was wanted but not started, for
+    /// `max_pool_memory`.
+    pub refused_memory: u64,
+    /// Workers that died on a request.
+    pub request_crashes: u64,
+    /// The pool failing to run workers: boots failing, or workers dying
+    /// on requests (which takes precedence: requests are refused).
+    pub failing_state: Option<Failing>,
 }
 
 impl Pool {
@@ -206,7 +223,44 @@ impl Pool {
             restarts_by_reason: s.restart_reasons.snapshot(),
             busy,
             waiting: s.line.waiting() + s.fresh_waiting.load(Ordering::Relaxed),
+            booting: s.booting(),
+            max_booting: s.config.max_booting.max(1),
+            started_by_reason: s.decisions.started_snapshot(),
+            scaled_down: s.decisions.scaled_down_count(),
+            refused_memory: s.decisions.refused_memory_count(),
+            request_crashes: s.health.crashes(),
+            failing_state: s.health.failing().or_else(|| self.boot_failing()),
         }
+    }
+
+    /// Slots failing to boot, as a [`Failing`].
+    fn boot_failing(&self) -> Option<Failing> {
+        let s = &self.shared;
+        if s.failing.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let (since, next) = *lock(&s.boot_failing);
+        Some(Failing {
+            cause: FailureCause::Boot,
+            since: since.unwrap_or_else(std::time::SystemTime::now),
+            attempts: s
+                .boot_failures
+                .iter()
+                .map(|f| f.load(Ordering::Acquire))
+                .max()
+                .unwrap_or(0),
+            last_error: self.boot_error().unwrap_or_default(),
+            next_attempt: next.map_or(Duration::ZERO, |at| {
+                at.saturating_duration_since(std::time::Instant::now())
+            }),
+        })
+    }
+
+    /// The live workers' resident memory in bytes, summed (what
+    /// `max_pool_memory` is checked against). Reads `/proc`: for status
+    /// reports, not for the request path.
+    pub fn memory(&self) -> u64 {
+        self.shared.workers_memory().0
     }
 
     /// The last [`crate::PAST_WORKERS`] workers replaced, newest first,

@@ -66,6 +66,14 @@ pub(crate) fn replace(
     let ws = install(pool, slot, next, extra);
     pool.restarts.fetch_add(1, Ordering::Relaxed);
     let reason = old.reason().unwrap_or(RestartReason::Exited);
+    tracing::debug!(
+        decision = "retired",
+        reason = reason.as_str(),
+        pid = old.pid,
+        slot,
+        "worker replaced by {}",
+        ws.pid
+    );
     pool.restart_reasons.add(reason, old.past(slot, reason));
     retire(pool, old);
     ws
@@ -243,7 +251,8 @@ async fn drain(worker: &mut Worker, id: u32) -> Result<(), Error> {
             );
         }
         if frame.kind == Kind::Error {
-            log_report(worker.pid(), &frame);
+            let report = log_report(worker.pid(), &frame);
+            worker.shared.set_last_report(report);
         }
         if frame.kind == Kind::End && frame.has_flag(flags::DETACHED) {
             continue;

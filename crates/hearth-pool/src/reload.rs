@@ -40,6 +40,9 @@ pub(crate) async fn reload(s: &Arc<Shared>) -> Result<Arc<Paths>, Error> {
         let _ = child.wait().await;
     }
     drop(trial);
+    // Workers that died on requests may have been fixed: the next request
+    // tries at once instead of after the backoff.
+    s.health.retry_now();
     // Replacements booted from here on, by this reload or later, run
     // from the new paths.
     s.set_paths(paths.clone());

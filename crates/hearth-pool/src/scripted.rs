@@ -539,3 +539,31 @@ async fn a_closed_line_refuses_waiting_and_new_requests() {
     assert!(refused.is_unavailable(), "{refused}");
     fake.request().await;
 }
+
+#[tokio::test]
+async fn in_a_crash_loop_requests_are_refused_but_one_that_tries_again() {
+    let pool = pool(1, |c| c.crash_loops = true);
+    let mut fake = install(&pool, 0);
+    let max = pool.config.max_backoff;
+    for _ in 0..crate::health::CRASH_LOOP_AFTER {
+        pool.health.crashed("exit status 1".to_owned(), max, true);
+    }
+    let refused = send(&pool, "refused").await.expect_err("in a crash loop");
+    assert!(refused.is_unavailable(), "{refused}");
+    assert!(refused.to_string().contains("exit status 1"), "{refused}");
+    assert_eq!(
+        fake.ws.served.load(Ordering::Relaxed),
+        0,
+        "no worker saw it"
+    );
+    // A reload: the next request tries at once, and its success ends the loop.
+    pool.health.retry_now();
+    let mut probe = send(&pool, "probe").await.expect("let through");
+    fake.echo().await;
+    assert_eq!(body(&mut probe).await.expect("response"), b"probe");
+    drop(probe);
+    assert!(pool.health.failing().is_none(), "served: no longer failing");
+    let mut after = send(&pool, "after").await.expect("a worker");
+    fake.echo().await;
+    assert_eq!(body(&mut after).await.expect("response"), b"after");
+}

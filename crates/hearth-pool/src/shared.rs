@@ -9,8 +9,9 @@ use hearth_proto::message::Ready;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::health::RequestHealth;
 use crate::line::WaitingLine;
-use crate::observe::RestartCounts;
+use crate::observe::{resident_memory, Decisions, RestartCounts};
 use crate::php::PhpInfo;
 use crate::worker::WorkerShared;
 use crate::{Paths, PoolConfig};
@@ -63,6 +64,22 @@ pub(crate) struct Shared {
     pub fresh_claims: Mutex<Vec<bool>>,
     /// Debug mode: requests waiting for a free slot (`max_queue`).
     pub fresh_waiting: AtomicUsize,
+    /// Boots in flight at most (`max_booting`): a permit is held from
+    /// spawn to handshake.
+    pub boot_permits: tokio::sync::Semaphore,
+    /// Extra workers booting for requests that wait: one per waiting
+    /// request at most.
+    pub growing: AtomicUsize,
+    /// Workers started by why, scaled down, refused for memory.
+    pub decisions: Decisions,
+    /// Workers dying on requests.
+    pub health: RequestHealth,
+    /// When an extra worker was last refused for `max_pool_memory`: for
+    /// a short while after, slots take the answer as given.
+    pub memory_refused_at: Mutex<Option<Instant>>,
+    /// Since when some slot fails to boot, and when the soonest of them
+    /// tries again.
+    pub boot_failing: Mutex<(Option<std::time::SystemTime>, Option<Instant>)>,
 }
 
 impl Shared {
@@ -96,6 +113,12 @@ impl Shared {
             fresh: Arc::new(Semaphore::new(workers)),
             fresh_claims: Mutex::new(vec![false; workers]),
             fresh_waiting: AtomicUsize::new(0),
+            boot_permits: tokio::sync::Semaphore::new(config.max_booting.max(1)),
+            growing: AtomicUsize::new(0),
+            decisions: Decisions::default(),
+            health: RequestHealth::default(),
+            memory_refused_at: Mutex::new(None),
+            boot_failing: Mutex::new((None, None)),
             config,
         }
     }
@@ -119,6 +142,55 @@ impl Shared {
             return Some(format!("workers are failing to boot: {last}"));
         }
         None
+    }
+
+    /// Workers booting now.
+    pub fn booting(&self) -> usize {
+        self.booting.iter().filter(|b| lock(b).is_some()).count()
+    }
+
+    /// The resident memory of the live workers, in bytes, and how many
+    /// were read.
+    pub fn workers_memory(&self) -> (u64, usize) {
+        let mut total = 0;
+        let mut counted = 0;
+        for slot in &self.slots {
+            let pid = lock(slot).as_ref().filter(|w| !w.is_dead()).map(|w| w.pid);
+            if let Some(rss) = pid.and_then(resident_memory) {
+                total += rss;
+                counted += 1;
+            }
+        }
+        (total, counted)
+    }
+
+    /// Why one more worker would not fit in `max_pool_memory`, if it
+    /// would not: the live workers' resident memory, plus their mean for
+    /// each worker booting and for the new one, is over the budget.
+    /// Without live workers to go by, it fits.
+    pub fn over_memory_budget(&self) -> Option<String> {
+        let limit = self.config.max_pool_memory;
+        if limit == 0 {
+            return None;
+        }
+        let (used, counted) = self.workers_memory();
+        if counted == 0 {
+            return None;
+        }
+        let mean = used / counted as u64;
+        let booting = self.booting() as u64;
+        let wanted = used + mean * (booting + 1);
+        (wanted > limit).then(|| {
+            format!(
+                "{counted} workers use {} MiB; with {} more of {} MiB each that is {} MiB, \
+                 over max_pool_memory ({} MiB)",
+                used >> 20,
+                booting + 1,
+                mean >> 20,
+                wanted >> 20,
+                limit >> 20
+            )
+        })
     }
 }
 

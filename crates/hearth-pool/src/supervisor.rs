@@ -8,7 +8,8 @@ use tokio::process::Child;
 use tracing::Instrument as _;
 
 use crate::boot::{boot, describe};
-use crate::observe::RestartReason;
+use crate::health::backoff;
+use crate::observe::{RestartReason, StartReason};
 use crate::recycle;
 use crate::shared::{lock, Shared};
 use crate::worker::{Retire, WorkerShared, REPLACEMENT_FAILED};
@@ -25,16 +26,63 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
     let mut marked_failing = false;
     let extra = slot >= shared.config.min_workers.max(1);
     let mut dormant = extra;
+    let mut why = StartReason::Min;
     while !shared.stopping.load(Ordering::Acquire) {
         if dormant {
             if !wait_for_demand(&shared).await {
                 break;
             }
             dormant = false;
-            tracing::debug!(slot, "requests are waiting: starting an extra worker");
+            why = StartReason::Demand;
+        }
+        // Boots are staggered: a burst that wakes every dormant slot boots
+        // `max_booting` workers at a time, and each slot checks, once its
+        // turn comes, that a request still waits for it.
+        let Some(permit) = boot_permit(&shared).await else {
+            break;
+        };
+        let mut growing = None;
+        if why == StartReason::Demand {
+            if shared.line.waiting() <= shared.growing.load(Ordering::Acquire) {
+                tracing::debug!(
+                    slot,
+                    "no request waits for an extra worker any more: not starting one"
+                );
+                dormant = true;
+                continue;
+            }
+            if let Some(refusal) = memory_refusal(&shared) {
+                drop(permit);
+                if let Some(over) = refusal {
+                    shared.decisions.refused_memory();
+                    tracing::debug!(
+                        decision = "refused",
+                        reason = "memory",
+                        slot,
+                        "not starting an extra worker: {over}"
+                    );
+                    shared.ready_notify.notify_waiters();
+                }
+                // Asked again after a pause, not at every waiting request.
+                shared.dormant.fetch_add(1, Ordering::AcqRel);
+                pause(&shared, MEMORY_RECHECK).await;
+                shared.dormant.fetch_sub(1, Ordering::AcqRel);
+                dormant = true;
+                continue;
+            }
+            growing = Some(Growing::new(&shared));
         }
         shared.started.fetch_add(1, Ordering::Relaxed);
-        match boot(&shared, Some(slot), shared.paths()).await {
+        shared.decisions.started(why);
+        tracing::debug!(
+            decision = "started",
+            reason = why.as_str(),
+            slot,
+            "starting a worker"
+        );
+        let booted_worker = boot(&shared, Some(slot), shared.paths()).await;
+        drop(permit);
+        match booted_worker {
             Ok((worker, child)) => {
                 if marked_failing {
                     shared.failing.fetch_sub(1, Ordering::AcqRel);
@@ -44,7 +92,18 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                         "worker booted again after {failures} failed attempt(s)"
                     );
                 }
+                if shared.failing.load(Ordering::Acquire) == 0 {
+                    *lock(&shared.boot_failing) = (None, None);
+                }
                 let ws = recycle::install(&shared, slot, worker, extra);
+                drop(growing);
+                // More requests wait than extra workers boot for them:
+                // the next dormant slot's turn.
+                if shared.line.waiting() > shared.growing.load(Ordering::Acquire)
+                    && shared.dormant.load(Ordering::Acquire) > 0
+                {
+                    shared.grow.notify_one();
+                }
                 let (ws, status, booted) = run(&shared, slot, extra, ws, child).await;
                 let pid = ws.pid;
                 ws.set_exit(status.as_ref().ok().copied());
@@ -79,20 +138,62 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                     break;
                 }
                 if ws.shrunk.load(Ordering::Acquire) {
+                    shared.decisions.scaled_down();
+                    tracing::debug!(
+                        decision = "retired",
+                        reason = "scale_down",
+                        pid,
+                        slot,
+                        "extra worker stopped"
+                    );
                     dormant = true;
                     failures = 0;
                     continue;
                 }
+                why = StartReason::Replace;
                 shared.restarts.fetch_add(1, Ordering::Relaxed);
                 let reason = ws.reason().unwrap_or(match ws.retire_mode() {
                     Retire::Graceful | Retire::Stopping => RestartReason::Exited,
                     Retire::Terminate => RestartReason::RequestTimeout,
                     Retire::Now | Retire::No => RestartReason::Crashed,
                 });
+                tracing::debug!(
+                    decision = "retired",
+                    reason = reason.as_str(),
+                    pid,
+                    slot,
+                    "worker replaced"
+                );
                 shared.restart_reasons.add(reason, ws.past(slot, reason));
+                let mut crash_pause = None;
+                if died_on_request(&ws, &status) {
+                    let said = ws
+                        .last_report()
+                        .map(|r| format!("; it reported: {r}"))
+                        .unwrap_or_default();
+                    crash_pause = shared.health.crashed(
+                        format!(
+                            "worker {pid} died on a request ({}){said}",
+                            describe(&status)
+                        ),
+                        shared.config.max_backoff,
+                        shared.config.crash_loops,
+                    );
+                    shared.ready_notify.notify_waiters();
+                } else if ws.served.load(Ordering::Relaxed) > 0
+                    && status.as_ref().is_ok_and(std::process::ExitStatus::success)
+                {
+                    // Exited by itself after serving (`exit` at the end of
+                    // a request): its requests were served.
+                    shared.health.served();
+                }
                 // A worker that dies right after booting, every time, must
                 // not make this loop spin.
-                if booted.elapsed() < Duration::from_secs(1) && ws.retire_mode() == Retire::No {
+                if let Some(delay) = crash_pause {
+                    pause(&shared, delay).await;
+                } else if booted.elapsed() < Duration::from_secs(1)
+                    && ws.retire_mode() == Retire::No
+                {
                     failures += 1;
                     pause(&shared, backoff(failures, shared.config.max_backoff)).await;
                 } else {
@@ -100,9 +201,12 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                 }
             }
             Err(e) => {
+                drop(growing);
                 failures += 1;
                 if !marked_failing {
-                    shared.failing.fetch_add(1, Ordering::AcqRel);
+                    if shared.failing.fetch_add(1, Ordering::AcqRel) == 0 {
+                        lock(&shared.boot_failing).0 = Some(std::time::SystemTime::now());
+                    }
                     marked_failing = true;
                 }
                 let delay = backoff(failures, shared.config.max_backoff);
@@ -115,6 +219,17 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                     );
                 }
                 *lock(&shared.last_boot_error) = Some(e.to_string());
+                {
+                    let next = std::time::Instant::now() + delay;
+                    let mut f = lock(&shared.boot_failing);
+                    f.1 = Some(f.1.map_or(next, |at| {
+                        if at < std::time::Instant::now() {
+                            next
+                        } else {
+                            at.min(next)
+                        }
+                    }));
+                }
                 shared.boot_failures[slot].store(failures, Ordering::Release);
                 shared.ready_notify.notify_waiters();
                 pause(&shared, delay).await;
@@ -124,6 +239,82 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
     if marked_failing {
         shared.failing.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// How long a slot refused for `max_pool_memory` waits before it may be
+/// woken again: the budget is checked a few times a second at most, not
+/// at every request that waits.
+const MEMORY_RECHECK: Duration = Duration::from_millis(250);
+
+/// Whether an extra worker must not start for `max_pool_memory`: Some
+/// with why when the budget was checked now, Some(None) when it was
+/// refused less than [`MEMORY_RECHECK`] ago (taken as given, and not
+/// counted again), None when it fits.
+fn memory_refusal(shared: &Shared) -> Option<Option<String>> {
+    if shared.config.max_pool_memory == 0 {
+        return None;
+    }
+    let mut at = lock(&shared.memory_refused_at);
+    if at.is_some_and(|t| t.elapsed() < MEMORY_RECHECK) {
+        return Some(None);
+    }
+    let over = shared.over_memory_budget()?;
+    *at = Some(std::time::Instant::now());
+    Some(Some(over))
+}
+
+/// An extra worker booting for a waiting request, counted while it boots.
+struct Growing<'a>(&'a Shared);
+
+impl<'a> Growing<'a> {
+    fn new(shared: &'a Shared) -> Growing<'a> {
+        shared.growing.fetch_add(1, Ordering::AcqRel);
+        Growing(shared)
+    }
+}
+
+impl Drop for Growing<'_> {
+    fn drop(&mut self) {
+        self.0.growing.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A turn to boot a worker (see `max_booting`); none if the pool stops
+/// first.
+async fn boot_permit(shared: &Shared) -> Option<tokio::sync::SemaphorePermit<'_>> {
+    let stop = shared.stop.notified();
+    tokio::pin!(stop);
+    stop.as_mut().enable();
+    if shared.stopping.load(Ordering::Acquire) {
+        return None;
+    }
+    tokio::select! {
+        permit = shared.boot_permits.acquire() => permit.ok(),
+        () = &mut stop => None,
+    }
+}
+
+/// Whether a worker died because of a request: it was running one (or
+/// exited by itself at the end of one), it went without being asked to
+/// (not stopped, recycled, scaled down or timed out, nor killed by the
+/// pool), and its exit status says it failed (not 0) or a signal ended
+/// it. A worker that exits with status 0 (`exit` at the end of a request,
+/// `Worker::replaceAfterRequest()`) did not fail, nor did one killed
+/// while idle (an operator, the OOM killer between requests).
+fn died_on_request(ws: &WorkerShared, status: &std::io::Result<std::process::ExitStatus>) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    let mode = ws.retire_mode();
+    let killed_by_pool = mode == Retire::Now
+        && status
+            .as_ref()
+            .is_ok_and(|s| s.signal() == Some(rustix::process::Signal::KILL.as_raw()));
+    let unasked = !matches!(mode, Retire::Stopping | Retire::Terminate)
+        && !killed_by_pool
+        && !ws.recycle_due()
+        && !ws.shrunk.load(Ordering::Acquire);
+    let on_a_request = ws.link().busy || mode == Retire::Graceful;
+    let failed = !status.as_ref().is_ok_and(std::process::ExitStatus::success);
+    unasked && failed && on_a_request && ws.took_requests()
 }
 
 /// Watches the slot's worker `ws` until it exits, and returns the slot's
@@ -155,8 +346,21 @@ async fn run(
         if shared.stopping.load(Ordering::Acquire) {
             continue;
         }
+        let Some(permit) = boot_permit(shared).await else {
+            continue;
+        };
         shared.started.fetch_add(1, Ordering::Relaxed);
-        match boot(shared, Some(slot), shared.paths()).await {
+        shared.decisions.started(StartReason::Replace);
+        tracing::debug!(
+            decision = "started",
+            reason = "replace",
+            slot,
+            pid = ws.pid,
+            "starting a replacement for the worker"
+        );
+        let booted_worker = boot(shared, Some(slot), shared.paths()).await;
+        drop(permit);
+        match booted_worker {
             Ok((next, next_child)) => {
                 let old = ws;
                 ws = recycle::replace(shared, slot, &old, next, extra);
@@ -211,8 +415,9 @@ async fn wait_for_demand(shared: &Shared) -> bool {
         return false;
     }
     shared.dormant.fetch_add(1, Ordering::AcqRel);
-    // Requests that were already waiting count as demand.
-    let demand = shared.line.waiting() > 0;
+    // Requests that were already waiting, and that no other extra worker
+    // boots for, count as demand.
+    let demand = shared.line.waiting() > shared.growing.load(Ordering::Acquire);
     let woken = demand
         || tokio::select! {
             () = shared.grow.notified() => true,
@@ -232,11 +437,6 @@ async fn pause(shared: &Shared, delay: Duration) {
         _ = tokio::time::sleep(delay) => {}
         _ = stop => {}
     }
-}
-
-fn backoff(failures: u32, max: Duration) -> Duration {
-    let ms = 100u64.saturating_mul(1 << failures.saturating_sub(1).min(16));
-    Duration::from_millis(ms).min(max)
 }
 
 /// Waits for a worker to exit, ending it when asked to.

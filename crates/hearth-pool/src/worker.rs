@@ -74,6 +74,9 @@ pub(crate) struct WorkerShared {
     /// replacement is ready, so the pool never runs short while one boots.
     replacement: AtomicU8,
     replacement_notify: Notify,
+    /// The last error the worker reported (a fatal error, an uncaught
+    /// exception), for the pool's status when it dies of it.
+    last_report: Mutex<Option<String>>,
 }
 
 pub(crate) const NO_REPLACEMENT: u8 = 0;
@@ -137,6 +140,7 @@ impl WorkerShared {
             reason: AtomicU8::new(0),
             replacement: AtomicU8::new(NO_REPLACEMENT),
             replacement_notify: Notify::new(),
+            last_report: Mutex::new(None),
         })
     }
 
@@ -153,6 +157,24 @@ impl WorkerShared {
         } else {
             id
         }
+    }
+
+    /// Whether a request was ever written to it.
+    pub fn took_requests(&self) -> bool {
+        self.next_request_id.load(Ordering::Relaxed) > 0
+    }
+
+    /// Remembers the error the worker reported last.
+    pub fn set_last_report(&self, report: String) {
+        *self.last_report.lock().unwrap_or_else(|e| e.into_inner()) = Some(report);
+    }
+
+    /// The error the worker reported last, if any.
+    pub fn last_report(&self) -> Option<String> {
+        self.last_report
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     pub fn link(&self) -> std::sync::MutexGuard<'_, Link> {
@@ -423,10 +445,23 @@ impl Worker {
 
 /// Logs an error report (an uncaught exception, a fatal error) that the
 /// worker `pid` sent inside a request.
-pub(crate) fn log_report(pid: u32, frame: &Frame) {
+/// Logs an error a worker reported, and returns it in one line.
+pub(crate) fn log_report(pid: u32, frame: &Frame) -> String {
     match ErrorReport::decode(&frame.payload) {
         Ok(report) => {
             let trace = report.field("trace");
+            let line = format!(
+                "{} {}: {} in {}:{}",
+                if report.field("kind") == "fatal" {
+                    "PHP fatal error"
+                } else {
+                    "uncaught"
+                },
+                report.field("class"),
+                report.field("message"),
+                report.field("file"),
+                report.field("line"),
+            );
             tracing::error!(
                 target: "hearth::worker",
                 pid,
@@ -442,7 +477,11 @@ pub(crate) fn log_report(pid: u32, frame: &Frame) {
                 if trace.is_empty() { "" } else { "\nStack trace:\n" },
                 trace,
             );
+            line
         }
-        Err(e) => tracing::error!(target: "hearth::worker", pid, "unreadable error report: {e}"),
+        Err(e) => {
+            tracing::error!(target: "hearth::worker", pid, "unreadable error report: {e}");
+            format!("unreadable error report: {e}")
+        }
     }
 }

@@ -561,10 +561,43 @@ pub fn pool_status(pool: &Pool) -> Value {
             "restarts": s.restarts,
             "restarts_by_reason": reasons,
             "debug": config.debug,
+            "name": config.name.as_deref().unwrap_or(hearth_http::POOL_NAME),
+            "booting": s.booting,
+            "max_booting": s.max_booting,
+            "memory": pool.memory(),
+            "max_pool_memory": (config.max_pool_memory > 0).then_some(config.max_pool_memory),
+            "started_by_reason": s
+                .started_by_reason
+                .iter()
+                .map(|(reason, n)| (reason.as_str().to_owned(), json!(n)))
+                .collect::<serde_json::Map<String, Value>>(),
+            "retired_by_reason": retired_by_reason(&s),
+            "refused": {"memory": s.refused_memory},
+            "request_crashes": s.request_crashes,
+            "state": if s.failing_state.is_some() { "failing" } else { "serving" },
+            "failing_state": s.failing_state.as_ref().map(|f| json!({
+                "cause": f.cause.as_str(),
+                "since": hearth_http::dashboard::unix(f.since),
+                "attempts": f.attempts,
+                "last_error": f.last_error,
+                "next_attempt": f.next_attempt.as_secs_f64(),
+            })),
         },
         "workers": workers,
         "past_workers": past_workers(pool),
     })
+}
+
+/// Workers that went, by why: every restart reason, and `scale_down` for
+/// extra workers stopped for being idle (which are not replaced).
+pub fn retired_by_reason(s: &hearth_pool::PoolStatus) -> serde_json::Map<String, Value> {
+    let mut map: serde_json::Map<String, Value> = s
+        .restarts_by_reason
+        .iter()
+        .map(|(reason, n)| (reason.as_str().to_owned(), json!(n)))
+        .collect();
+    map.insert("scale_down".to_owned(), json!(s.scaled_down));
+    map
 }
 
 /// The workers replaced lately, newest first, with why.

@@ -343,8 +343,54 @@ fn pool_lines(status: &Value) -> String {
     if pool["failing"].as_u64().is_some_and(|n| n > 0) {
         let _ = writeln!(out, "failing to boot: {}", pool["failing"]);
     }
+    let counted = |key: &str| -> String {
+        pool[key]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, n)| n.as_u64().is_some_and(|n| n > 0))
+                    .map(|(r, n)| format!("{r} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    let budget = match pool["max_pool_memory"].as_u64() {
+        Some(max) => format!(" of {} MiB (max_pool_memory)", max >> 20),
+        None => String::new(),
+    };
+    if pool["max_booting"].is_u64() {
+        let _ = writeln!(
+        out,
+        "sizing: {} booting (at most {} at once); memory {} MiB{budget}; started by reason: {}; retired by reason: {}; refused for memory {}",
+        pool["booting"],
+        pool["max_booting"],
+        pool["memory"].as_u64().unwrap_or(0) >> 20,
+        or_none(counted("started_by_reason")),
+        or_none(counted("retired_by_reason")),
+        pool["refused"]["memory"],
+    );
+    }
+    if let Some(f) = pool["failing_state"].as_object() {
+        let _ = writeln!(
+            out,
+            "FAILING ({}): {} attempt(s) in a row, next in {:.1}s; last error: {}",
+            f["cause"].as_str().unwrap_or("?"),
+            f["attempts"],
+            f["next_attempt"].as_f64().unwrap_or(0.0),
+            f["last_error"].as_str().unwrap_or(""),
+        );
+    }
     out.push_str(&workers_table(&status["workers"]));
     out
+}
+
+fn or_none(s: String) -> String {
+    if s.is_empty() {
+        "none".to_owned()
+    } else {
+        s
+    }
 }
 
 /// Workers (or php-fpm's children) as rows, after an empty line.

@@ -1156,6 +1156,9 @@ pub(super) fn job_workers(
     // after SIGTERM, as a shell task does.
     pool.kill_timeout = kill_after.0;
     pool.pipelining = false;
+    // A job may fail on purpose, and every job runs: deaths on jobs are
+    // counted, no job is refused for them.
+    pool.crash_loops = false;
     pool.boot_hint =
         "the bootstrap file has not returned: does it wait for a service or for input?".to_owned();
     pool

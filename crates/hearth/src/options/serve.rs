@@ -58,6 +58,16 @@ pub struct ServeOptions {
     /// How long an extra worker may stay idle before it stops
     #[arg(long, value_name = "DURATION")]
     pub scale_down_after: Seconds,
+    /// Memory budget for all workers together (their resident memory, RSS): no
+    /// extra worker starts when the workers' RSS plus one more (their mean) would
+    /// pass SIZE, and requests wait for a busy worker instead; 0: no budget
+    #[arg(long, value_name = "SIZE")]
+    pub max_pool_memory: Size,
+    /// Workers booting at once at most: a burst that wakes many extra workers
+    /// boots them a few at a time, one per request still waiting as each boot
+    /// ends [default: one per CPU, at least 2]
+    #[arg(long, value_name = "N")]
+    pub max_booting: Option<usize>,
     /// PHP binary for workers; php-cgi gives header(), cookies and sessions
     #[arg(long, value_name = "PATH")]
     pub php: PathBuf,
@@ -286,6 +296,8 @@ impl Default for ServeOptions {
             max_queue: 1024,
             min_workers: None,
             scale_down_after: Seconds::from_secs(10),
+            max_pool_memory: Size(0),
+            max_booting: None,
             php: PathBuf::from("php-cgi"),
             php_extension: ExtensionChoice::Auto,
             config: None,
@@ -432,6 +444,9 @@ impl Section for ServeOptions {
         }
         if self.threads == Some(0) {
             return Err(Fault::new("threads", "must be at least 1"));
+        }
+        if self.max_booting == Some(0) {
+            return Err(Fault::new("max_booting", "must be at least 1"));
         }
         more_than_0("max_body_size", self.max_body_size.0 == 0)?;
         more_than_0("max_request_line", self.max_request_line.0 == 0)?;
@@ -611,6 +626,10 @@ impl ServeOptions {
         pool.boot_timeout = self.boot_timeout.0;
         pool.stop_timeout = self.stop_timeout.0;
         pool.scale_down_after = self.scale_down_after.0;
+        pool.max_pool_memory = self.max_pool_memory.0;
+        if let Some(n) = self.max_booting {
+            pool.max_booting = n;
+        }
         pool.max_requests = self.max_requests;
         pool.max_memory = self.max_memory.0;
         pool.ttl = self.ttl.and_then(Seconds::nonzero);
