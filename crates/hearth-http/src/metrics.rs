@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use hearth_pool::Pool;
+use hearth_pool::{Pool, RouteGrowth};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -59,7 +59,14 @@ pub struct PoolSnapshot {
     pub restarts_by_reason: Vec<(String, u64)>,
     /// The processes are being stopped.
     pub stopping: bool,
+    /// The [`METRIC_ROUTES`] routes whose requests grew workers most
+    /// (worker mode only).
+    pub routes: Vec<RouteGrowth>,
 }
+
+/// Routes in the metrics: the top ones by growth only, so that the label
+/// set stays small whatever paths clients send.
+pub const METRIC_ROUTES: usize = 10;
 
 impl PoolReport for Pool {
     fn report(&self) -> PoolSnapshot {
@@ -79,6 +86,7 @@ impl PoolReport for Pool {
                 .map(|(reason, n)| (reason.as_str().to_owned(), n))
                 .collect(),
             stopping: self.is_stopping(),
+            routes: self.routes(METRIC_ROUTES).0,
         }
     }
 }
@@ -281,6 +289,48 @@ pub fn counter(
     ConstCounter::new(value).encode(metric)
 }
 
+/// Memory growth by route, for the routes that grew workers most; a
+/// route leaves these families when others overtake it.
+fn route_families(
+    encoder: &mut DescriptorEncoder<'_>,
+    routes: &[RouteGrowth],
+) -> Result<(), std::fmt::Error> {
+    let mut requests = encoder.encode_descriptor(
+        "hearth_route_requests",
+        "Requests whose worker memory growth was measured, by route (the routes that grew workers most)",
+        None,
+        MetricType::Counter,
+    )?;
+    for r in routes {
+        let labels = [("route", r.route.as_str())];
+        let metric = requests.encode_family(&labels)?;
+        ConstCounter::new(r.requests).encode(metric)?;
+    }
+    let mut grew = encoder.encode_descriptor(
+        "hearth_route_requests_grew",
+        "Requests after which their worker used more memory than before, by route",
+        None,
+        MetricType::Counter,
+    )?;
+    for r in routes {
+        let labels = [("route", r.route.as_str())];
+        let metric = grew.encode_family(&labels)?;
+        ConstCounter::new(r.grew).encode(metric)?;
+    }
+    let mut growth = encoder.encode_descriptor(
+        "hearth_route_memory_growth_bytes",
+        "What requests grew their worker's memory (memory_get_usage() after cleanup) by in all, by route",
+        None,
+        MetricType::Gauge,
+    )?;
+    for r in routes {
+        let labels = [("route", r.route.as_str())];
+        let metric = growth.encode_family(&labels)?;
+        ConstGauge::new(r.growth).encode(metric)?;
+    }
+    Ok(())
+}
+
 impl Collector for PoolCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         let status = self.pool.report();
@@ -345,6 +395,9 @@ impl Collector for PoolCollector {
             let labels = [("reason", reason.as_str())];
             let metric = restarts.encode_family(&labels)?;
             ConstCounter::new(count).encode(metric)?;
+        }
+        if !status.routes.is_empty() {
+            route_families(&mut encoder, &status.routes)?;
         }
         if let Some(log) = &self.access_log {
             counter(

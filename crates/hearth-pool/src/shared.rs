@@ -12,6 +12,7 @@ use tokio::task::JoinHandle;
 use crate::line::WaitingLine;
 use crate::observe::RestartCounts;
 use crate::php::PhpInfo;
+use crate::routes::RouteTable;
 use crate::worker::WorkerShared;
 use crate::{Paths, PoolConfig};
 
@@ -56,6 +57,8 @@ pub(crate) struct Shared {
     pub dormant: AtomicUsize,
     /// Wakes a dormant slot: a request had to wait for a worker.
     pub grow: Notify,
+    /// Memory growth by route, from the workers' reports.
+    pub routes: Mutex<RouteTable>,
 }
 
 impl Shared {
@@ -86,6 +89,7 @@ impl Shared {
             started: AtomicU64::new(0),
             dormant: AtomicUsize::new(0),
             grow: Notify::new(),
+            routes: Mutex::new(RouteTable::default()),
             config,
         }
     }

@@ -193,6 +193,7 @@ impl hearth_http::PoolReport for Classic {
                 .map(|(reason, n)| (reason.to_owned(), n))
                 .collect(),
             stopping: self.watch.is_stopping(),
+            routes: Vec::new(),
         }
     }
 }

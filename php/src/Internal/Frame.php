@@ -40,6 +40,8 @@ final class Frame
     public const FLAG_STREAM = 0x0002;
     /** On END: the response is complete; the request goes on, a final END follows. */
     public const FLAG_DETACHED = 0x0004;
+    /** On END from a worker: the payload reports on the worker (Frame::report()). */
+    public const FLAG_REPORT = 0x0008;
     /** On FORM from Hearth: parts past max_multipart_body_parts were not parsed. */
     public const FLAG_PARTS_LIMIT = 0x0100;
     /** On FORM from Hearth: files past max_file_uploads were dropped. */
@@ -129,6 +131,21 @@ final class Frame
         foreach ($fields as $key => $value) {
             $value = is_bool($value) ? ($value ? '1' : '0') : (string) $value;
             $out .= pack('n', strlen((string) $key)) . $key . pack('N', strlen($value)) . $value;
+        }
+        return $out;
+    }
+
+    /**
+     * The payload of an END with FLAG_REPORT: $memory, memory_get_usage()
+     * once the previous request (or the boot) had been cleaned up, and
+     * the route name the app gave the request, if it gave one.
+     */
+    public static function report(int $memory, ?string $route): string
+    {
+        $memory = (string) $memory;
+        $out = pack('n', 6) . 'memory' . pack('N', strlen($memory)) . $memory;
+        if ($route !== null) {
+            $out .= pack('n', 5) . 'route' . pack('N', strlen($route)) . $route;
         }
         return $out;
     }
