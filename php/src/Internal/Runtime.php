@@ -75,6 +75,8 @@ final class Runtime
      * cleaned up: what the next final END reports.
      */
     private int $settled = 0;
+    /** @var array<mixed> the worker's own $_SERVER, put back between requests */
+    private array $ownServer = [];
     /** The route name the app gave the current request (Hearth\route_name()). */
     private ?string $routeName = null;
 
@@ -105,10 +107,8 @@ final class Runtime
                 if ($runtime->closeAfter) {
                     break;
                 }
-                // Measured with the request's frame let go, so that what
-                // the next END reports is what this request left behind.
                 $request = null;
-                $runtime->settled = memory_get_usage();
+                $runtime->settle();
             }
         } catch (ProtocolError $e) {
             Log::write('protocol error on the Hearth channel, exiting: ' . $e->getMessage());
@@ -132,6 +132,7 @@ final class Runtime
         $this->timeLimit = $this->baseline->timeLimit;
 
         $this->report = getenv('HEARTH_REPORT') === '1';
+        $this->ownServer = $_SERVER;
         Channel::hideEnvironment();
         $this->env = getenv();
         $order = (string) ini_get('request_order');
@@ -570,6 +571,24 @@ final class Runtime
             Log::write('could not deliver the response while shutting down: ' . $e->getMessage());
         }
         ResponseHead::clearForExit();
+    }
+
+    /**
+     * Lets go of what the request brought and measures what it left
+     * behind, for the next END's report. The request's frame is gone by
+     * now; its input arrays go too (the next request makes its own) and
+     * $_SERVER is the worker's own again, as after the extension's request
+     * end, so that a long query or a large form is not counted as growth
+     * of its route.
+     */
+    private function settle(): void
+    {
+        if (!$this->native) {
+            $_GET = $_POST = $_COOKIE = $_FILES = $_REQUEST = [];
+            $_SERVER = $this->ownServer;
+        }
+        $this->method = $this->uri = '';
+        $this->settled = memory_get_usage();
     }
 
     /** The final END of the current request, with the report Hearth asked for. */
