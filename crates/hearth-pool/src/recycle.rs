@@ -252,7 +252,14 @@ pub(crate) fn note_end(pool: &Shared, worker: &mut Worker, frame: &Frame) {
         worker.recent.push_back((key, growth));
     }
     let key = match &report.route {
-        Some(name) => routes.key(&String::from_utf8_lossy(name)),
+        // A name is cut to ROUTE_MAX_LEN by the table; one that is not
+        // UTF-8 is cut first, so that its repair copies little.
+        Some(name) => match std::str::from_utf8(name) {
+            Ok(name) => routes.key(name),
+            Err(_) => routes.key(&String::from_utf8_lossy(
+                &name[..name.len().min(crate::routes::ROUTE_MAX_LEN)],
+            )),
+        },
         None if !worker.route.is_empty() => routes.key(&worker.route),
         None => return,
     };
