@@ -852,7 +852,10 @@ fn a_browser_shows_the_leaking_route_first() {
         .collect();
     assert_eq!(first[0], "GET /leak/{id}", "{shown}");
     assert_eq!(first[1], top[0]["requests"].to_string(), "{shown}");
-    assert!(first[3].starts_with('+') && first[3].ends_with("KiB"), "{shown}");
+    assert!(
+        first[3].starts_with('+') && first[3].ends_with("KiB"),
+        "{shown}"
+    );
     assert!(first[4].ends_with("KiB"), "the mean, in KiB: {shown}");
     let names: Vec<&str> = rows.iter().map(|r| r[0].as_str().unwrap()).collect();
     for clean in ["GET /users/{id}", "GET /about", "GET /search"] {
