@@ -115,7 +115,7 @@ impl Lease {
                 .link()
                 .current
                 .set(method, target, Instant::now());
-            crate::routes::fold(method, target, &mut worker.route);
+            crate::routes::fold(method, target, &mut worker.growth.route);
         }
     }
 

@@ -237,19 +237,19 @@ pub(crate) fn note_end(pool: &Shared, worker: &mut Worker, frame: &Frame) {
         EndReport::default()
     };
     let Some(memory) = report.memory else {
-        worker.measured = None;
+        worker.growth.measured = None;
         return;
     };
     let mut routes = lock(&pool.routes);
-    if let Some((key, before)) = worker.measured.take() {
+    if let Some((key, before)) = worker.growth.measured.take() {
         let growth = i64::try_from(memory)
             .unwrap_or(i64::MAX)
             .saturating_sub(i64::try_from(before).unwrap_or(i64::MAX));
         routes.record(&key, growth);
-        if worker.recent.len() == RECENT_ROUTES {
-            worker.recent.pop_front();
+        if worker.growth.recent.len() == RECENT_ROUTES {
+            worker.growth.recent.pop_front();
         }
-        worker.recent.push_back((key, growth));
+        worker.growth.recent.push_back((key, growth));
     }
     let key = match &report.route {
         // A name is cut to ROUTE_MAX_LEN by the table; one that is not
@@ -260,19 +260,20 @@ pub(crate) fn note_end(pool: &Shared, worker: &mut Worker, frame: &Frame) {
                 &name[..name.len().min(crate::routes::ROUTE_MAX_LEN)],
             )),
         },
-        None if !worker.route.is_empty() => routes.key(&worker.route),
+        None if !worker.growth.route.is_empty() => routes.key(&worker.growth.route),
         None => return,
     };
-    worker.measured = Some((key, memory));
+    worker.growth.measured = Some((key, memory));
 }
 
 /// The routes a worker served last, newest first, with what each grew
 /// it by: `the routes it served last: GET /a +12.0 KiB, ...`.
 fn recent_routes(worker: &Worker) -> String {
-    if worker.recent.is_empty() {
+    if worker.growth.recent.is_empty() {
         return "no request of it was measured (see docs/memory.md)".to_owned();
     }
     let list: Vec<String> = worker
+        .growth
         .recent
         .iter()
         .rev()

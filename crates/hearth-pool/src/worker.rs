@@ -311,6 +311,17 @@ pub(crate) struct Worker {
     pub request_limit: u64,
     /// When its memory was last read, and how many requests it had served.
     pub memory_checked: (Instant, u64),
+    /// Its part in memory growth by route (boxed: the handle moves
+    /// between tasks at every request).
+    pub growth: Box<Growth>,
+    rbuf: BytesMut,
+    pub(crate) wbuf: BytesMut,
+    decoder: FrameDecoder,
+}
+
+/// A worker's part in memory growth by route.
+#[derive(Debug, Default)]
+pub(crate) struct Growth {
     /// The current request's route as the HTTP front labelled it, ids
     /// folded (see `routes::fold`); reused from request to request.
     pub route: String,
@@ -321,9 +332,6 @@ pub(crate) struct Worker {
     /// what each grew the worker by: logged when it is replaced for
     /// `max_memory`.
     pub recent: VecDeque<(Arc<str>, i64)>,
-    rbuf: BytesMut,
-    pub(crate) wbuf: BytesMut,
-    decoder: FrameDecoder,
 }
 
 /// Requests a worker remembers the route and growth of, for the log line
@@ -350,9 +358,7 @@ impl Worker {
             idle_since: tokio::time::Instant::now(),
             request_limit: u64::MAX,
             memory_checked: (Instant::now(), 0),
-            route: String::new(),
-            measured: None,
-            recent: VecDeque::with_capacity(RECENT_ROUTES),
+            growth: Box::default(),
             rbuf: BytesMut::with_capacity(16 * 1024),
             wbuf: BytesMut::with_capacity(4 * 1024),
             decoder: FrameDecoder::new(max_payload),
