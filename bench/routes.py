@@ -115,9 +115,9 @@ def main() -> int:
     lines = [
         "# What memory growth by route costs a request (hello)",
         "",
-        f"`python3 bench/routes.py --rounds {args.rounds} --duration {args.duration}` "
-        f"(before: `{before_bin}`): wrk -t1 -c{args.connections}, {args.workers} workers, "
-        f"medians of {args.rounds} interleaved rounds; CPU per request from /proc.",
+        f"`python3 bench/routes.py {' '.join(sys.argv[1:])}`: wrk -t1 -c{args.connections}, "
+        f"{args.workers} workers, medians of {args.rounds} interleaved rounds; CPU per request "
+        f"from /proc.",
         "",
         "| startup | hearth | req/s | vs before | p99 ms | front µs/req | workers µs/req | failed |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
