@@ -142,12 +142,10 @@ final class Frame
      */
     public static function report(int $memory, ?string $route): string
     {
+        // Once per request: the keys' length prefixes are written out.
         $memory = (string) $memory;
-        $out = pack('n', 6) . 'memory' . pack('N', strlen($memory)) . $memory;
-        if ($route !== null) {
-            $out .= pack('n', 5) . 'route' . pack('N', strlen($route)) . $route;
-        }
-        return $out;
+        $out = "\x00\x06memory" . pack('N', strlen($memory)) . $memory;
+        return $route === null ? $out : $out . "\x00\x05route" . pack('N', strlen($route)) . $route;
     }
 
     /** BODY frames carrying $body, none larger than BODY_MAX. */
