@@ -801,3 +801,75 @@ fn a_browser_shows_classic_modes_php_fpm() {
     browser::check_not_blank(&png, 1000);
     save_screenshot("dashboard-classic.png", &png);
 }
+
+/// Memory growth by route in a real browser: after mixed requests to
+/// tests/fixtures/growth, the routes table lists the leaking route first,
+/// with the figures `hearth status` gives.
+#[test]
+fn a_browser_shows_the_leaking_route_first() {
+    let dir = support::tempdir();
+    let socket = dir.path().join("control.sock");
+    let server = Server::start(
+        &fixture("growth/worker.php"),
+        &[
+            "--workers",
+            "2",
+            "--admin",
+            "127.0.0.1:0",
+            "--control-socket",
+            &socket.to_string_lossy(),
+        ],
+    );
+    let admin = support::admin_addr(&server);
+    let mut conn = support::Connection::open(server.addr);
+    for i in 0..200 {
+        let path = match i % 4 {
+            0 => format!("/leak/{i}"),
+            1 => format!("/users/{i}"),
+            2 => "/about".to_owned(),
+            _ => format!("/search?q={i}"),
+        };
+        assert_eq!(conn.get(&path, "").status, 200);
+    }
+    let status = support::status_json(&socket);
+    let top = status["routes"]["top"].as_array().unwrap();
+    assert_eq!(top[0]["route"], "GET /leak/{id}", "{}", status["routes"]);
+
+    let browser = browser::Browser::start(1280, 2200);
+    browser.open(&format!("http://{admin}/"));
+    let shown = browser.wait_for(
+        "the routes table",
+        Duration::from_secs(20),
+        "const rows = [...document.querySelectorAll('#routes tbody tr[data-route]')]; \
+         return rows.length === 4 ? rows.map(r => [...r.cells].map(c => c.textContent)) : null;",
+    );
+    let rows = shown.as_array().unwrap();
+    let first: Vec<&str> = rows[0]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(first[0], "GET /leak/{id}", "{shown}");
+    assert_eq!(first[1], top[0]["requests"].to_string(), "{shown}");
+    assert!(
+        first[3].starts_with('+') && first[3].ends_with("KiB"),
+        "{shown}"
+    );
+    assert!(first[4].ends_with("KiB"), "the mean, in KiB: {shown}");
+    let names: Vec<&str> = rows.iter().map(|r| r[0].as_str().unwrap()).collect();
+    for clean in ["GET /users/{id}", "GET /about", "GET /search"] {
+        assert!(names.contains(&clean), "{clean} in {names:?}");
+    }
+    let caption = browser.run(
+        "return document.querySelector('#cap-routes').textContent;",
+        &[],
+    );
+    assert!(
+        caption.as_str().unwrap().contains("(4 of 4 routes)"),
+        "{caption}"
+    );
+    let png = browser.screenshot();
+    browser::check_not_blank(&png, 1000);
+    save_screenshot("dashboard-routes.png", &png);
+}

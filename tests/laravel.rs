@@ -519,3 +519,34 @@ fn the_state_check_names_only_the_sticky_note_and_the_open_transaction() {
         "{log}"
     );
 }
+
+/// Memory growth by route is counted under Laravel's route names, and
+/// under the method and URI pattern of a route without one
+/// (docs/memory.md).
+#[test]
+fn memory_growth_is_counted_under_laravels_route_names() {
+    let app = App::new();
+    let dir = support::tempdir();
+    let socket = dir.path().join("control.sock");
+    let hearth = app.hearth_with(&["--control-socket", &socket.to_string_lossy()]);
+    let mut b = Browser::new(hearth.addr);
+    for i in 0..6 {
+        b.get(&format!("home {i}"), "/");
+        b.get(&format!("guestbook {i}"), "/guestbook");
+        b.get(&format!("hello {i}"), "/fr/hello");
+    }
+    let status = support::status_json(&socket);
+    let names: Vec<&str> = status["routes"]["top"]
+        .as_array()
+        .expect("routes")
+        .iter()
+        .filter_map(|r| r["route"].as_str())
+        .collect();
+    assert!(names.contains(&"home"), "{names:?}");
+    assert!(names.contains(&"guestbook"), "{names:?}");
+    assert!(
+        names.contains(&"GET /fr/hello"),
+        "the unnamed route's pattern: {names:?}"
+    );
+    assert!(!names.contains(&"GET /"), "{names:?}");
+}

@@ -44,6 +44,8 @@ fn worker_rows(table: &str) -> Vec<(u64, String, String)> {
         .lines()
         .skip_while(|l| !l.starts_with("SLOT"))
         .skip(1)
+        // An empty line ends the table (the routes' table may follow).
+        .take_while(|l| !l.is_empty())
         .map(|l| {
             let cells: Vec<&str> = l.split_whitespace().collect();
             // SLOT PID STATE REQUESTS MEMORY(2 words) AGE REQUEST...

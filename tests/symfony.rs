@@ -410,3 +410,31 @@ fn the_state_check_names_only_the_sticky_note() {
         "{log}"
     );
 }
+
+/// Memory growth by route is counted under Symfony's route names (the
+/// `_route` attribute), not under the paths (docs/memory.md).
+#[test]
+fn memory_growth_is_counted_under_symfonys_route_names() {
+    let app = App::new();
+    let dir = support::tempdir();
+    let socket = dir.path().join("control.sock");
+    let hearth = app.hearth(&["--control-socket", &socket.to_string_lossy()]);
+    let mut b = Browser::new(hearth.addr);
+    for i in 0..6 {
+        b.get(&format!("home {i}"), "/");
+        b.get(&format!("guestbook {i}"), "/guestbook");
+    }
+    let status = support::status_json(&socket);
+    let names: Vec<&str> = status["routes"]["top"]
+        .as_array()
+        .expect("routes")
+        .iter()
+        .filter_map(|r| r["route"].as_str())
+        .collect();
+    assert!(names.contains(&"home"), "{names:?}");
+    assert!(names.contains(&"guestbook"), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("GET ")),
+        "no request was counted under its path: {names:?}"
+    );
+}

@@ -1130,17 +1130,21 @@ PHP_FUNCTION(hearth_response_output_end)
 }
 /* }}} */
 
-/* {{{ proto bool hearth_response_end(int $flags)
-   Ends the response with an END frame of $flags: what is held goes to
+/* {{{ proto bool hearth_response_end(int $flags, string $report = "")
+   Ends the response with an END frame of $flags, whose payload is $report
+   (the worker's report, with the REPORT flag): what is held goes to
    Hearth. With the DETACHED flag (fastcgi_finish_request()) the request
    goes on and its output is dropped. False when Hearth could not be
    written to. */
 PHP_FUNCTION(hearth_response_end)
 {
 	zend_long flags;
+	zend_string *report = NULL;
 
-	ZEND_PARSE_PARAMETERS_START(1, 1)
+	ZEND_PARSE_PARAMETERS_START(1, 2)
 		Z_PARAM_LONG(flags)
+		Z_PARAM_OPTIONAL
+		Z_PARAM_STR(report)
 	ZEND_PARSE_PARAMETERS_END();
 
 	if (!resp.active) {
@@ -1148,7 +1152,11 @@ PHP_FUNCTION(hearth_response_end)
 	}
 	if (!resp.done) {
 		response_output_end();
-		frame_start(KIND_END, (uint16_t) flags);
+		size_t at = frame_start(KIND_END, (uint16_t) flags);
+		if (report) {
+			out_append(ZSTR_VAL(report), ZSTR_LEN(report));
+			frame_done(at);
+		}
 		out_send(true);
 		resp.done = true;
 	}
@@ -1303,6 +1311,7 @@ ZEND_END_ARG_INFO()
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_hearth_response_end, 0, 1, _IS_BOOL, 0)
 	ZEND_ARG_TYPE_INFO(0, flags, IS_LONG, 0)
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, report, IS_STRING, 0, "\"\"")
 ZEND_END_ARG_INFO()
 
 static const zend_function_entry hearth_functions[] = {

@@ -44,6 +44,21 @@ namespace Hearth {
         }
         return false;
     }
+
+    if (!function_exists('Hearth\\route_name')) {
+        /**
+         * Names the route of the current request, e.g.
+         * `Hearth\route_name('users.show')`: `hearth serve` counts the
+         * memory the request makes its worker grow under this name instead
+         * of under its method and path (see docs/memory.md). The last call
+         * in a request counts. The Symfony and Laravel integrations call it
+         * with the framework's route name.
+         */
+        function route_name(string $name): void
+        {
+            \Hearth\Internal\Runtime::current()?->nameRoute($name);
+        }
+    }
 }
 
 namespace {

@@ -110,6 +110,14 @@ final class ProtocolVectorsTest extends TestCase
     }
 
     /** @return iterable<string, array{0: array<string, mixed>}> */
+    public function endReports(): iterable
+    {
+        foreach (self::vectors()['end_reports'] as $case) {
+            yield $case['name'] => [$case];
+        }
+    }
+
+    /** @return iterable<string, array{0: array<string, mixed>}> */
     public function heads(): iterable
     {
         foreach (self::vectors()['heads'] as $case) {
@@ -233,6 +241,15 @@ final class ProtocolVectorsTest extends TestCase
                 self::assertSame(ProtocolError::MALFORMED, $e->getCode());
             }
         }
+    }
+
+    /**
+     * @dataProvider endReports
+     * @param array<string, mixed> $case
+     */
+    public function testEndReportEncodes(array $case): void
+    {
+        self::assertSame($case['hex'], bin2hex(Frame::report($case['memory'], $case['route'])));
     }
 
     /**

@@ -13,7 +13,7 @@ from pathlib import Path
 VERSION = 1
 KINDS = {"ready": 1, "request": 2, "body": 3, "end": 4, "head": 5, "error": 6, "stop": 7, "form": 8, "call": 9, "result": 10,
          "body_file": 11}
-CLOSE, STREAM, DETACHED = 0x0001, 0x0002, 0x0004
+CLOSE, STREAM, DETACHED, REPORT = 0x0001, 0x0002, 0x0004, 0x0008
 
 
 def frame(kind, payload=b"", request_id=0, flags=0, version=VERSION, kind_byte=None):
@@ -82,6 +82,10 @@ stream("error report then response", [("error", error, 9, 0), ("head", struct.pa
 stream("response sent early, request goes on (fastcgi_finish_request)",
        [("head", struct.pack(">H", 200), 10, 0), ("body", b"done", 10, 0), ("end", b"", 10, DETACHED),
         ("end", b"", 10, 0)])
+report = fields([("memory", "2097152"), ("route", "users.show")])
+report_unnamed = fields([("memory", "393216")])
+stream("response with the worker's report (HEARTH_REPORT=1)",
+       [("head", struct.pack(">H", 200), 12, 0), ("body", b"ok", 12, 0), ("end", report, 12, REPORT)])
 stream("stop", [("stop", b"", 0, 0)])
 stream("a job: call, then its result; the worker exits after it",
        [("call", fields([("function", b"App\\add"), ("args", b"[1,2]")]), 3, 0),
@@ -113,6 +117,10 @@ vectors = {
                                                                  ["message", "boom\nsecond line"], ["code", "7"],
                                                                  ["file", "/srv/app.php"], ["line", "12"], ["trace", "#0 {main}"]]},
         {"name": "empty", "hex": "", "entries": []},
+    ],
+    "end_reports": [
+        {"name": "memory and a route name", "hex": report.hex(), "memory": 2097152, "route": "users.show"},
+        {"name": "memory, no route name", "hex": report_unnamed.hex(), "memory": 393216, "route": None},
     ],
     "heads": [
         {"name": "404 with repeated Set-Cookie", "hex": head.hex(), "status": 404,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use hearth_pool::Pool;
+use hearth_pool::{Pool, RouteGrowth};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -64,6 +64,9 @@ pub struct PoolSnapshot {
     pub restarts_by_reason: Vec<(String, u64)>,
     /// The processes are being stopped.
     pub stopping: bool,
+    /// The [`METRIC_ROUTES`] routes whose requests grew workers most
+    /// (worker mode only).
+    pub routes: Vec<RouteGrowth>,
     /// Worker mode's sizing and health (none elsewhere).
     pub sizing: Option<Sizing>,
 }
@@ -94,6 +97,10 @@ pub struct Sizing {
     pub failing: Option<(&'static str, f64)>,
 }
 
+/// Routes in the metrics: the top ones by growth only, so that the label
+/// set stays small whatever paths clients send.
+pub const METRIC_ROUTES: usize = 10;
+
 impl PoolReport for Pool {
     fn report(&self) -> PoolSnapshot {
         let status = self.status();
@@ -113,6 +120,7 @@ impl PoolReport for Pool {
                 .collect(),
             stopping: self.is_stopping(),
             sizing: Some(sizing(self, &status)),
+            routes: self.routes(METRIC_ROUTES).0,
         }
     }
 }
@@ -474,6 +482,63 @@ fn encode_sizing(
     )
 }
 
+/// The labels of one route's metrics: its pool's name (when there are
+/// several) and the route.
+fn route_labels<'a>(pool: Option<&'a str>, r: &'a RouteGrowth) -> Vec<(&'static str, &'a str)> {
+    let mut labels = pool_labels(pool);
+    labels.push(("route", r.route.as_str()));
+    labels
+}
+
+/// Memory growth by route, for the routes that grew workers most; a
+/// route leaves these families when others overtake it. With several
+/// pools, each pool's routes carry its name too.
+fn route_families(
+    encoder: &mut DescriptorEncoder<'_>,
+    pools: &[(Option<&str>, &[RouteGrowth])],
+) -> Result<(), std::fmt::Error> {
+    let mut requests = encoder.encode_descriptor(
+        "hearth_route_requests",
+        "Requests whose worker memory growth was measured, by route (the routes that grew workers most)",
+        None,
+        MetricType::Counter,
+    )?;
+    for (pool, routes) in pools {
+        for r in *routes {
+            let labels = route_labels(*pool, r);
+            let metric = requests.encode_family(&labels)?;
+            ConstCounter::new(r.requests).encode(metric)?;
+        }
+    }
+    let mut grew = encoder.encode_descriptor(
+        "hearth_route_requests_grew",
+        "Requests after which their worker used more memory than before, by route",
+        None,
+        MetricType::Counter,
+    )?;
+    for (pool, routes) in pools {
+        for r in *routes {
+            let labels = route_labels(*pool, r);
+            let metric = grew.encode_family(&labels)?;
+            ConstCounter::new(r.grew).encode(metric)?;
+        }
+    }
+    let mut growth = encoder.encode_descriptor(
+        "hearth_route_memory_growth_bytes",
+        "What requests grew their worker's memory (memory_get_usage() after cleanup) by in all, by route",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (pool, routes) in pools {
+        for r in *routes {
+            let labels = route_labels(*pool, r);
+            let metric = growth.encode_family(&labels)?;
+            ConstGauge::new(r.growth).encode(metric)?;
+        }
+    }
+    Ok(())
+}
+
 impl Collector for PoolCollector {
     fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
         // One pool: its metrics as they are; several: each with its name
@@ -570,6 +635,14 @@ impl Collector for PoolCollector {
                 let metric = restarts.encode_family(&labels)?;
                 ConstCounter::new(*count).encode(metric)?;
             }
+        }
+        let routes: Vec<(Option<&str>, &[RouteGrowth])> = snapshots
+            .iter()
+            .filter(|(_, s)| !s.routes.is_empty())
+            .map(|(pool, s)| (*pool, &s.routes[..]))
+            .collect();
+        if !routes.is_empty() {
+            route_families(&mut encoder, &routes)?;
         }
         let sizings: Vec<(&str, &Sizing)> = snapshots
             .iter()

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use hearth_proto::{flags, Frame, Kind};
 
-use crate::recycle::{finish_abandoned, release};
+use crate::recycle::{finish_abandoned, note_end, release};
 use crate::shared::Shared;
 use crate::worker::{log_report, Retire, Worker, WorkerShared};
 use crate::Error;
@@ -106,14 +106,16 @@ impl Lease {
 
     /// Labels the worker with the request it runs (`method target`, cut to
     /// a fixed length; no allocation), for status reports, until the
-    /// request ends.
-    pub fn set_current(&self, method: &str, target: &str) {
-        if let Some(worker) = &self.worker {
+    /// request ends; and names the request's route, for memory growth by
+    /// route, unless the app names it (see [`crate::fold`]).
+    pub fn set_current(&mut self, method: &str, target: &str) {
+        if let Some(worker) = &mut self.worker {
             worker
                 .shared
                 .link()
                 .current
                 .set(method, target, Instant::now());
+            crate::routes::fold(method, target, &mut worker.growth.route);
         }
     }
 
@@ -186,6 +188,9 @@ impl Lease {
                 self.in_flight = false;
                 let worker = self.worker.as_mut().expect("lease holds a worker");
                 worker.count_served();
+                if frame.kind == Kind::End {
+                    note_end(&self.pool, worker, &frame);
+                }
                 if frame.has_flag(flags::CLOSE) {
                     worker.shared.retire(Retire::Graceful);
                 } else {

@@ -45,6 +45,8 @@
 //!   the handle a request holds.
 //! - `channel`: Hearth's end of a worker's channel.
 //! - `observe`: why workers were replaced, and worker snapshots.
+//! - `routes`: memory growth by route: naming requests (ids folded) and
+//!   the bounded table of counts (a data structure, no I/O).
 //! - `paths`: [`Paths`], where workers run the app from.
 //! - `access`: whether the workers' user can reach the app's files.
 //! - `config`: [`PoolConfig`] and [`WorkerUser`].
@@ -67,6 +69,7 @@ mod pool;
 mod process;
 mod recycle;
 mod reload;
+mod routes;
 #[cfg(test)]
 mod scripted;
 mod shared;
@@ -83,6 +86,9 @@ pub use observe::{PastWorker, RestartReason, StartReason, WorkerInfo, WorkerStat
 pub use paths::Paths;
 pub use php::PhpInfo;
 pub use pool::{Pool, PoolStatus};
+pub use routes::{
+    fold, format_growth, is_id, RouteGrowth, ID, OTHER_ROUTE, ROUTE_LIMIT, ROUTE_MAX_LEN,
+};
 
 #[cfg(test)]
 mod tests {
@@ -138,7 +144,8 @@ mod tests {
     fn imports_are_found_in_paths_and_brace_lists() {
         let code = "use crate::a::X;\nuse crate::{b::{Y, Z}, c, Error};\nlet _ = crate::d::f();";
         assert_eq!(imported_modules(code), ["a", "b", "c", "Error", "d"]);
-        let lib = "pub use error::Error;\npub use pool::{Pool, PoolStatus};\n";
+        let lib = "pub use error::Error;\npub use pool::{Pool, PoolStatus};
+pub use routes::{fold, format_growth, is_id, RouteGrowth, ID, OTHER_ROUTE, ROUTE_LIMIT, ROUTE_MAX_LEN};\n";
         let exported = reexports(lib);
         assert_eq!(exported["Error"], "error");
         assert_eq!(exported["PoolStatus"], "pool");

@@ -338,7 +338,8 @@ fn environment(
     }
     // Last, so that no configured variable can change them.
     cmd.env("HEARTH_PROTOCOL", hearth_proto::VERSION.to_string())
-        .env("HEARTH_MAX_PAYLOAD", config.max_payload.to_string());
+        .env("HEARTH_MAX_PAYLOAD", config.max_payload.to_string())
+        .env("HEARTH_REPORT", "1");
     if config.check_state {
         cmd.env("HEARTH_CHECK_STATE", "1");
     }

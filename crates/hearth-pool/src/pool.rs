@@ -263,6 +263,14 @@ impl Pool {
         self.shared.workers_memory().0
     }
 
+    /// The `n` routes whose requests grew workers most, most first, and
+    /// how many routes are counted on their own (at most
+    /// [`crate::ROUTE_LIMIT`]; the rest are [`crate::OTHER_ROUTE`]).
+    pub fn routes(&self, n: usize) -> (Vec<crate::RouteGrowth>, usize) {
+        let routes = lock(&self.shared.routes);
+        (routes.top(n), routes.len())
+    }
+
     /// The last [`crate::PAST_WORKERS`] workers replaced, newest first,
     /// with why.
     pub fn past_workers(&self) -> Vec<crate::PastWorker> {

@@ -14,13 +14,16 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hearth_proto::{flags, Kind};
+use hearth_proto::message::EndReport;
+use hearth_proto::{flags, Frame, Kind};
 
 use crate::line::Assignment;
 use crate::observe::{resident_memory, RestartReason};
+use crate::routes::format_growth;
 use crate::shared::{lock, Shared};
 use crate::worker::{
-    log_report, Handover, Retire, Worker, WorkerShared, NO_REPLACEMENT, WRITE_STARTED,
+    log_report, Handover, Retire, Worker, WorkerShared, NO_REPLACEMENT, RECENT_ROUTES,
+    WRITE_STARTED,
 };
 use crate::Error;
 
@@ -102,7 +105,11 @@ pub(crate) fn release(pool: &Arc<Shared>, mut worker: Worker) {
             // Over its memory limit it takes no more requests: each could
             // grow it further. The slot is short while the next one boots.
             Some((reason @ RestartReason::MaxMemory, why)) => {
-                tracing::info!(pid = worker.pid(), "replacing the worker: {why}");
+                tracing::info!(
+                    pid = worker.pid(),
+                    "replacing the worker: {why}; {}",
+                    recent_routes(&worker)
+                );
                 worker.shared.set_reason(reason);
                 worker.shared.mark_recycle();
                 worn = true;
@@ -220,9 +227,75 @@ fn worn_out(pool: &Shared, worker: &mut Worker) -> Option<(RestartReason, String
     None
 }
 
+/// Counts what the request before this one grew the worker by, under its
+/// route, from the report in this request's final `End` (see
+/// [`hearth_proto::message::EndReport`]), and remembers this request's
+/// route and report for the next one. An `End` without a report (a
+/// library that sends none) leaves nothing to compare the next one with.
+pub(crate) fn note_end(pool: &Shared, worker: &mut Worker, frame: &Frame) {
+    let report = if frame.has_flag(flags::REPORT) {
+        match EndReport::decode(&frame.payload) {
+            Ok(report) => report,
+            Err(e) => {
+                tracing::debug!(pid = worker.pid(), "unreadable report in an end frame: {e}");
+                EndReport::default()
+            }
+        }
+    } else {
+        EndReport::default()
+    };
+    let Some(memory) = report.memory else {
+        worker.growth.measured = None;
+        return;
+    };
+    let mut routes = lock(&pool.routes);
+    if let Some((key, before)) = worker.growth.measured.take() {
+        let growth = i64::try_from(memory)
+            .unwrap_or(i64::MAX)
+            .saturating_sub(i64::try_from(before).unwrap_or(i64::MAX));
+        routes.record(&key, growth);
+        if worker.growth.recent.len() == RECENT_ROUTES {
+            worker.growth.recent.pop_front();
+        }
+        worker.growth.recent.push_back((key, growth));
+    }
+    let key = match &report.route {
+        // A name is cut to ROUTE_MAX_LEN by the table; one that is not
+        // UTF-8 is cut first, so that its repair copies little.
+        Some(name) => match std::str::from_utf8(name) {
+            Ok(name) => routes.key(name),
+            Err(_) => routes.key(&String::from_utf8_lossy(
+                &name[..name.len().min(crate::routes::ROUTE_MAX_LEN)],
+            )),
+        },
+        None if !worker.growth.route.is_empty() => routes.key(&worker.growth.route),
+        None => return,
+    };
+    worker.growth.measured = Some((key, memory));
+}
+
+/// The routes a worker served last, newest first, with what each grew
+/// it by: `the routes it served last: GET /a +12.0 KiB, ...`.
+fn recent_routes(worker: &Worker) -> String {
+    if worker.growth.recent.is_empty() {
+        return "no request of it was measured (see docs/memory.md)".to_owned();
+    }
+    let list: Vec<String> = worker
+        .growth
+        .recent
+        .iter()
+        .rev()
+        .map(|(route, growth)| format!("{route} {}", format_growth(*growth)))
+        .collect();
+    format!(
+        "the routes it served last, newest first, with what each grew it by: {}",
+        list.join(", ")
+    )
+}
+
 /// Reads and discards the response to request `id`, then releases the worker.
 pub(crate) async fn finish_abandoned(pool: Arc<Shared>, mut worker: Worker, id: u32) {
-    match drain(&mut worker, id).await {
+    match drain(&pool, &mut worker, id).await {
         Ok(()) => release(&pool, worker),
         Err(e) => {
             // A worker exiting by itself (CLOSE) keeps its stop timeout;
@@ -242,7 +315,7 @@ pub(crate) async fn finish_abandoned(pool: Arc<Shared>, mut worker: Worker, id: 
 }
 
 /// Reads and discards the rest of a response nobody waits for.
-async fn drain(worker: &mut Worker, id: u32) -> Result<(), Error> {
+async fn drain(pool: &Shared, worker: &mut Worker, id: u32) -> Result<(), Error> {
     loop {
         let frame = worker.read_frame().await?;
         if frame.request_id != id {
@@ -259,6 +332,9 @@ async fn drain(worker: &mut Worker, id: u32) -> Result<(), Error> {
         }
         if matches!(frame.kind, Kind::End | Kind::Result) {
             worker.count_served();
+            if frame.kind == Kind::End {
+                note_end(pool, worker, &frame);
+            }
             if frame.has_flag(flags::CLOSE) {
                 worker.shared.retire(Retire::Graceful);
                 return Err(Error::worker_lost("exiting"));

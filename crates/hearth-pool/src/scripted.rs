@@ -567,3 +567,108 @@ async fn in_a_crash_loop_requests_are_refused_but_one_that_tries_again() {
     fake.echo().await;
     assert_eq!(body(&mut after).await.expect("response"), b"after");
 }
+
+/// A report for the final `End`: the memory after the previous request.
+fn report(memory: u64, route: Option<&str>) -> Vec<u8> {
+    let mut buf = BytesMut::new();
+    hearth_proto::message::EndReport {
+        memory: Some(memory),
+        route: route.map(|r| Bytes::copy_from_slice(r.as_bytes())),
+    }
+    .encode(&mut buf);
+    buf.to_vec()
+}
+
+/// One request for `target`, answered with an `End` carrying `end`.
+async fn serve_one(pool: &Arc<Shared>, fake: &mut Fake, target: &str, end: (u16, Vec<u8>)) {
+    let mut lease = send(pool, "r").await.expect("a worker");
+    lease.set_current("GET", target);
+    let (id, _) = fake.request().await;
+    fake.send(Kind::Head, 0, id, b"200").await;
+    fake.send(Kind::End, end.0, id, &end.1).await;
+    body(&mut lease).await.expect("response");
+}
+
+#[tokio::test]
+async fn each_report_measures_the_request_before_it_under_its_route() {
+    let pool = pool(1, |_| {});
+    let mut fake = install(&pool, 0);
+    // Memory after boot 1000; /leak/1 leaves 4096 behind, /users/7 nothing,
+    // the named route 100; the last request is never measured.
+    let steps: [(&str, u64, Option<&str>); 5] = [
+        ("/leak/1", 1000, None),
+        ("/users/7?x=1", 5096, None),
+        ("/leak/2", 5096, None),
+        ("/users/8", 9192, Some("users.show")),
+        ("/last", 9292, None),
+    ];
+    for (target, memory, name) in steps {
+        serve_one(
+            &pool,
+            &mut fake,
+            target,
+            (flags::REPORT, report(memory, name)),
+        )
+        .await;
+    }
+    let (top, counted) =
+        lock(&pool.routes)
+            .top(10)
+            .into_iter()
+            .fold((Vec::new(), 0), |(mut v, n), r| {
+                v.push((r.route, r.requests, r.growth));
+                (v, n + 1)
+            });
+    assert_eq!(
+        top,
+        [
+            ("GET /leak/{id}".to_owned(), 2, 8192),
+            ("users.show".to_owned(), 1, 100),
+            ("GET /users/{id}".to_owned(), 1, 0),
+        ],
+        "the name the app gave overrides the path"
+    );
+    assert_eq!(counted, 3, "/last was not measured");
+}
+
+#[tokio::test]
+async fn ends_without_a_report_measure_nothing_and_break_no_request() {
+    let pool = pool(1, |_| {});
+    let mut fake = install(&pool, 0);
+    serve_one(&pool, &mut fake, "/a", (flags::REPORT, report(100, None))).await;
+    // An older library's End, then a report: nothing to compare with.
+    serve_one(&pool, &mut fake, "/b", (0, Vec::new())).await;
+    serve_one(&pool, &mut fake, "/c", (flags::REPORT, report(900, None))).await;
+    // A report that cannot be read counts as none.
+    serve_one(&pool, &mut fake, "/d", (flags::REPORT, vec![0, 9, b'x'])).await;
+    serve_one(&pool, &mut fake, "/e", (flags::REPORT, report(950, None))).await;
+    assert!(lock(&pool.routes).top(10).is_empty());
+    assert_eq!(fake.ws.served.load(Ordering::Relaxed), 5);
+}
+
+#[tokio::test]
+async fn a_response_read_out_after_its_client_left_is_measured_too() {
+    let pool = pool(1, |_| {});
+    let mut fake = install(&pool, 0);
+    serve_one(
+        &pool,
+        &mut fake,
+        "/gone/5",
+        (flags::REPORT, report(100, None)),
+    )
+    .await;
+    let mut lease = send(&pool, "r").await.expect("a worker");
+    lease.set_current("GET", "/next");
+    let (id, _) = fake.request().await;
+    drop(lease);
+    fake.send(Kind::Head, 0, id, b"200").await;
+    fake.send(Kind::End, flags::REPORT, id, &report(612, None))
+        .await;
+    until("the worker is back", || pool.line.lock().idle_len() == 1).await;
+    let top = lock(&pool.routes).top(10);
+    assert_eq!(top.len(), 1);
+    assert_eq!(
+        (top[0].route.as_str(), top[0].growth),
+        ("GET /gone/{id}", 512)
+    );
+}

@@ -13,6 +13,7 @@ use crate::health::RequestHealth;
 use crate::line::WaitingLine;
 use crate::observe::{resident_memory, Decisions, RestartCounts};
 use crate::php::PhpInfo;
+use crate::routes::RouteTable;
 use crate::worker::WorkerShared;
 use crate::{Paths, PoolConfig};
 
@@ -80,6 +81,8 @@ pub(crate) struct Shared {
     /// Since when some slot fails to boot, and when the soonest of them
     /// tries again.
     pub boot_failing: Mutex<(Option<std::time::SystemTime>, Option<Instant>)>,
+    /// Memory growth by route, from the workers' reports.
+    pub routes: Mutex<RouteTable>,
 }
 
 impl Shared {
@@ -119,6 +122,7 @@ impl Shared {
             health: RequestHealth::default(),
             memory_refused_at: Mutex::new(None),
             boot_failing: Mutex::new((None, None)),
+            routes: Mutex::new(RouteTable::default()),
             config,
         }
     }

@@ -1,6 +1,7 @@
 //! One worker process as the pool sees it: its bookkeeping, shared by
 //! everyone who deals with it, and the handle a request holds.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -332,10 +333,32 @@ pub(crate) struct Worker {
     pub request_limit: u64,
     /// When its memory was last read, and how many requests it had served.
     pub memory_checked: (Instant, u64),
+    /// Its part in memory growth by route (boxed: the handle moves
+    /// between tasks at every request).
+    pub growth: Box<Growth>,
     rbuf: BytesMut,
     pub(crate) wbuf: BytesMut,
     decoder: FrameDecoder,
 }
+
+/// A worker's part in memory growth by route.
+#[derive(Debug, Default)]
+pub(crate) struct Growth {
+    /// The current request's route as the HTTP front labelled it, ids
+    /// folded (see `routes::fold`); reused from request to request.
+    pub route: String,
+    /// The route of the last request and the memory its `End` reported:
+    /// the next report tells how much that request grew the worker.
+    pub measured: Option<(Arc<str>, u64)>,
+    /// The last [`RECENT_ROUTES`] requests measured, newest last, with
+    /// what each grew the worker by: logged when it is replaced for
+    /// `max_memory`.
+    pub recent: VecDeque<(Arc<str>, i64)>,
+}
+
+/// Requests a worker remembers the route and growth of, for the log line
+/// of its replacement for `max_memory`.
+pub(crate) const RECENT_ROUTES: usize = 10;
 
 /// Buffers that grew past this while carrying a large body are released
 /// after the request instead of being kept for the life of the worker.
@@ -357,6 +380,7 @@ impl Worker {
             idle_since: tokio::time::Instant::now(),
             request_limit: u64::MAX,
             memory_checked: (Instant::now(), 0),
+            growth: Box::default(),
             rbuf: BytesMut::with_capacity(16 * 1024),
             wbuf: BytesMut::with_capacity(4 * 1024),
             decoder: FrameDecoder::new(max_payload),

@@ -87,10 +87,16 @@ pub mod flags {
     /// `fastcgi_finish_request()`). A final `End` for the same request
     /// follows when it is done; until then the worker takes no request.
     pub const DETACHED: u16 = 0x0004;
+    /// On `End` from a worker: the payload is a field list reporting on
+    /// the worker ([`crate::message::EndReport`]): its memory once the
+    /// previous request had been cleaned up, and the route the app named
+    /// this request's. Sent only by workers Hearth started with
+    /// `HEARTH_REPORT=1`; an `End` without it is empty, as before.
+    pub const REPORT: u16 = 0x0008;
     /// On `Head` from a worker: an interim response (`103 Early Hints`),
     /// sent before the response proper, whose own `Head` follows. Like
     /// `DETACHED`, it changes the conversation: a `Head` follows a `Head`.
-    pub const INTERIM: u16 = 0x0008;
+    pub const INTERIM: u16 = 0x0010;
     /// On `Form` from Hearth: the form had more parts than the worker's
     /// `max_multipart_body_parts` allows; those past it were not parsed.
     /// The worker raises PHP's warning for it.

@@ -130,6 +130,78 @@ impl ErrorReport {
     }
 }
 
+/// What a worker reports on itself in the final `End` of a request (one
+/// with [`crate::flags::REPORT`]).
+///
+/// `memory` is measured when the previous request (or, for the first
+/// request, the boot) had been cleaned up, so the growth of one request is
+/// the difference between the reports of the next `End` and its own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EndReport {
+    /// `memory_get_usage()` of the worker after the previous request's
+    /// cleanup, in bytes.
+    pub memory: Option<u64>,
+    /// The route name the app gave this request (`Hearth\route_name()`),
+    /// if it gave one.
+    pub route: Option<Bytes>,
+}
+
+impl EndReport {
+    /// Decodes the payload of an `End` with the `REPORT` flag. Unknown
+    /// fields are skipped; a `memory` that is not a decimal number counts
+    /// as absent. Reads the entries in place, without building a
+    /// [`Fields`], since this runs once per request.
+    pub fn decode(payload: &Bytes) -> Result<EndReport, Error> {
+        let mut report = EndReport::default();
+        let (mut memory_seen, mut route_seen) = (false, false);
+        let data = &payload[..];
+        let mut at = 0usize;
+        while at < data.len() {
+            let klen = data
+                .get(at..at + 2)
+                .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+                .ok_or(Error::malformed("end report: truncated field key length"))?;
+            at += 2;
+            let key = data
+                .get(at..at + klen)
+                .ok_or(Error::malformed("end report: truncated field key"))?;
+            at += klen;
+            let vlen = data
+                .get(at..at + 4)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+                .ok_or(Error::malformed("end report: truncated field value length"))?;
+            at += 4;
+            if data.len() - at < vlen {
+                return Err(Error::malformed("end report: truncated field value"));
+            }
+            let value = &data[at..at + vlen];
+            match key {
+                b"memory" if !memory_seen => {
+                    memory_seen = true;
+                    report.memory = std::str::from_utf8(value).ok().and_then(|v| v.parse().ok());
+                }
+                b"route" if !route_seen => {
+                    route_seen = true;
+                    report.route = Some(payload.slice(at..at + vlen));
+                }
+                _ => {}
+            }
+            at += vlen;
+        }
+        Ok(report)
+    }
+
+    /// Encodes a report; used by tests and tools.
+    pub fn encode(&self, dst: &mut BytesMut) {
+        if let Some(memory) = self.memory {
+            fields::put(dst, "memory", memory.to_string().as_bytes());
+        }
+        if let Some(route) = &self.route {
+            fields::put(dst, "route", route);
+        }
+    }
+}
+
 fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
     haystack.iter().position(|&b| b == needle)
 }
@@ -148,6 +220,49 @@ fn trim(bytes: &Bytes, mut from: usize, mut to: usize) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn end_reports_read_memory_and_route_and_skip_the_rest() {
+        let mut buf = BytesMut::new();
+        fields::put(&mut buf, "future", b"x");
+        fields::put(&mut buf, "memory", b"2097152");
+        fields::put(&mut buf, "route", b"users.show");
+        fields::put(&mut buf, "memory", b"1");
+        let report = EndReport::decode(&buf.freeze()).expect("decodes");
+        assert_eq!(report.memory, Some(2_097_152), "the first entry counts");
+        assert_eq!(report.route.as_deref(), Some(&b"users.show"[..]));
+
+        let empty = EndReport::decode(&Bytes::new()).expect("an empty report");
+        assert_eq!(empty, EndReport::default());
+
+        let mut bad = BytesMut::new();
+        fields::put(&mut bad, "memory", b"lots");
+        assert_eq!(
+            EndReport::decode(&bad.freeze()).expect("decodes").memory,
+            None
+        );
+
+        let mut round = BytesMut::new();
+        let report = EndReport {
+            memory: Some(42),
+            route: Some(Bytes::from_static(b"r")),
+        };
+        report.encode(&mut round);
+        let round = round.freeze();
+        assert_eq!(EndReport::decode(&round).expect("decodes"), report);
+        // Between the entries ("memory" and its value "42") is a valid,
+        // shorter report; a cut anywhere else is refused.
+        let between = 2 + "memory".len() + 4 + "42".len();
+        for cut in 1..round.len() {
+            if cut == between {
+                continue;
+            }
+            assert!(
+                EndReport::decode(&round.slice(..cut)).is_err(),
+                "cut at {cut} is refused"
+            );
+        }
+    }
 
     #[test]
     fn head_lines_are_split_at_the_first_colon() {

@@ -3,7 +3,7 @@
 
 use bytes::BytesMut;
 use hearth_proto::fields::{self, Fields};
-use hearth_proto::message::ResponseHead;
+use hearth_proto::message::{EndReport, ResponseHead};
 use hearth_proto::php::PhpArray;
 use hearth_proto::{Frame, FrameDecoder, Kind};
 use serde_json::Value;
@@ -141,6 +141,25 @@ fn field_lists() {
         for (k, v) in &entries {
             fields::put(&mut encoded, k, v.as_bytes());
         }
+        assert_eq!(encoded.to_vec(), bytes, "{}", case["name"]);
+    }
+}
+
+#[test]
+fn end_reports() {
+    let v = vectors();
+    for case in v["end_reports"].as_array().expect("end_reports") {
+        let bytes = hex(&case["hex"]);
+        let report = EndReport::decode(&bytes.clone().into()).expect("decodes");
+        assert_eq!(report.memory, case["memory"].as_u64(), "{}", case["name"]);
+        assert_eq!(
+            report.route.as_deref(),
+            case["route"].as_str().map(str::as_bytes),
+            "{}",
+            case["name"]
+        );
+        let mut encoded = BytesMut::new();
+        report.encode(&mut encoded);
         assert_eq!(encoded.to_vec(), bytes, "{}", case["name"]);
     }
 }

@@ -194,6 +194,7 @@ impl hearth_http::PoolReport for Classic {
                 .collect(),
             stopping: self.watch.is_stopping(),
             sizing: None,
+            routes: Vec::new(),
         }
     }
 }

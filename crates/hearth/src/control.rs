@@ -514,6 +514,7 @@ pub fn status(state: &ControlState, pool: &Pool) -> Value {
         "pool": one["pool"],
         "workers": one["workers"],
         "past_workers": one["past_workers"],
+        "routes": one["routes"],
     })
 }
 
@@ -585,6 +586,34 @@ pub fn pool_status(pool: &Pool) -> Value {
         },
         "workers": workers,
         "past_workers": past_workers(pool),
+        "routes": routes(pool),
+    })
+}
+
+/// Routes in a status report: those whose requests grew workers most.
+pub const STATUS_ROUTES: usize = 20;
+
+/// Memory growth by route: the [`STATUS_ROUTES`] routes whose requests
+/// grew workers most, most first, and how many routes are counted.
+pub fn routes(pool: &Pool) -> Value {
+    let (top, counted) = pool.routes(STATUS_ROUTES);
+    let top: Vec<Value> = top
+        .iter()
+        .map(|r| {
+            json!({
+                "route": r.route,
+                "requests": r.requests,
+                "grew": r.grew,
+                "grew_share": r.grew_share(),
+                "growth": r.growth,
+                "mean": r.mean(),
+            })
+        })
+        .collect();
+    json!({
+        "counted": counted,
+        "limit": hearth_pool::ROUTE_LIMIT,
+        "top": top,
     })
 }
 

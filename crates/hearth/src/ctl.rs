@@ -382,6 +382,57 @@ fn pool_lines(status: &Value) -> String {
         );
     }
     out.push_str(&workers_table(&status["workers"]));
+    out.push_str(&routes_table(&status["routes"]));
+    out
+}
+
+/// `+12.0 KiB`, `-512 B`.
+fn growth(bytes: &Value) -> String {
+    hearth_pool::format_growth(bytes.as_i64().unwrap_or(0))
+}
+
+/// The routes whose requests grew workers most, after an empty line;
+/// nothing when no request has been measured.
+fn routes_table(routes: &Value) -> String {
+    use std::fmt::Write as _;
+    let rows: Vec<[String; 5]> = routes["top"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            [
+                r["route"].as_str().unwrap_or("?").to_owned(),
+                r["requests"].to_string(),
+                format!("{:.0}%", r["grew_share"].as_f64().unwrap_or(0.0) * 100.0),
+                growth(&r["growth"]),
+                growth(&r["mean"]),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nmemory growth by route (the {} of {} routes that grew workers most):",
+        rows.len(),
+        routes["counted"],
+    );
+    let header = ["ROUTE", "REQUESTS", "GREW", "TOTAL", "MEAN"].map(String::from);
+    let mut widths = header.clone().map(|h| h.len());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            let _ = write!(line, "{cell:<width$}  ", width = widths[i]);
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
     out
 }
 
@@ -450,6 +501,29 @@ fn workers_table(workers: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn routes_print_as_a_table_and_not_at_all_when_none_was_measured() {
+        let routes = serde_json::json!({"counted": 2, "limit": 256, "top": [
+            {"route": "GET /leak", "requests": 10, "grew": 10, "grew_share": 1.0, "growth": 40960, "mean": 4096},
+            {"route": "GET /a", "requests": 5, "grew": 1, "grew_share": 0.2, "growth": -64, "mean": -12},
+        ]});
+        let table = routes_table(&routes);
+        assert!(table.contains("the 2 of 2 routes"), "{table}");
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[2].starts_with("ROUTE"), "{table}");
+        assert!(lines[3].starts_with("GET /leak"), "{table}");
+        assert!(
+            lines[3].contains("100%")
+                && lines[3].contains("+40.0 KiB")
+                && lines[3].contains("+4.0 KiB")
+        );
+        assert!(
+            lines[4].contains("20%") && lines[4].contains("-64 B") && lines[4].contains("-12 B")
+        );
+        assert_eq!(routes_table(&serde_json::json!({"top": []})), "");
+        assert_eq!(routes_table(&Value::Null), "");
+    }
 
     #[test]
     fn durations_read_naturally() {

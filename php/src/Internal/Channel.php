@@ -22,7 +22,7 @@ final class Channel
     private const READ_SIZE = 65536;
 
     /** What Hearth tells a worker about its channel (docs/protocol.md). */
-    private const ENVIRONMENT = ['HEARTH_PROTOCOL', 'HEARTH_MAX_PAYLOAD', 'HEARTH_CHECK_STATE'];
+    private const ENVIRONMENT = ['HEARTH_PROTOCOL', 'HEARTH_MAX_PAYLOAD', 'HEARTH_CHECK_STATE', 'HEARTH_REPORT'];
 
     /** @var resource */
     private $in;

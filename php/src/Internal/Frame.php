@@ -40,8 +40,10 @@ final class Frame
     public const FLAG_STREAM = 0x0002;
     /** On END: the response is complete; the request goes on, a final END follows. */
     public const FLAG_DETACHED = 0x0004;
+    /** On END from a worker: the payload reports on the worker (Frame::report()). */
+    public const FLAG_REPORT = 0x0008;
     /** On HEAD from a worker: an interim response (103 Early Hints); the response's own HEAD follows. */
-    public const FLAG_INTERIM = 0x0008;
+    public const FLAG_INTERIM = 0x0010;
     /** On FORM from Hearth: parts past max_multipart_body_parts were not parsed. */
     public const FLAG_PARTS_LIMIT = 0x0100;
     /** On FORM from Hearth: files past max_file_uploads were dropped. */
@@ -133,6 +135,19 @@ final class Frame
             $out .= pack('n', strlen((string) $key)) . $key . pack('N', strlen($value)) . $value;
         }
         return $out;
+    }
+
+    /**
+     * The payload of an END with FLAG_REPORT: $memory, memory_get_usage()
+     * once the previous request (or the boot) had been cleaned up, and
+     * the route name the app gave the request, if it gave one.
+     */
+    public static function report(int $memory, ?string $route): string
+    {
+        // Once per request: the keys' length prefixes are written out.
+        $memory = (string) $memory;
+        $out = "\x00\x06memory" . pack('N', strlen($memory)) . $memory;
+        return $route === null ? $out : $out . "\x00\x05route" . pack('N', strlen($route)) . $route;
     }
 
     /** BODY frames carrying $body, none larger than BODY_MAX. */

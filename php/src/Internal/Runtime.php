@@ -68,6 +68,17 @@ final class Runtime
     private bool $native = false;
     /** The state check (`--check-state`), when Hearth asked for it. */
     private ?StateCheck $check = null;
+    /** Hearth asked for a report on the worker in each final END (HEARTH_REPORT=1). */
+    private bool $report = false;
+    /**
+     * memory_get_usage() once the last request (or the boot) had been
+     * cleaned up: what the next final END reports.
+     */
+    private int $settled = 0;
+    /** @var array<mixed> the worker's own $_SERVER, put back between requests */
+    private array $ownServer = [];
+    /** The route name the app gave the current request (Hearth\route_name()). */
+    private ?string $routeName = null;
 
     private function __construct(private readonly Channel $channel)
     {
@@ -96,6 +107,8 @@ final class Runtime
                 if ($runtime->closeAfter) {
                     break;
                 }
+                $request = null;
+                $runtime->settle();
             }
         } catch (ProtocolError $e) {
             Log::write('protocol error on the Hearth channel, exiting: ' . $e->getMessage());
@@ -118,6 +131,8 @@ final class Runtime
         $this->baseline = new Baseline($this->native ? 0 : ob_get_level(), $this->native);
         $this->timeLimit = $this->baseline->timeLimit;
 
+        $this->report = getenv('HEARTH_REPORT') === '1';
+        $this->ownServer = $_SERVER;
         Channel::hideEnvironment();
         $this->env = getenv();
         $order = (string) ini_get('request_order');
@@ -144,6 +159,7 @@ final class Runtime
             'body_files' => InputStream::canRead($tmpDir),
             'native' => $this->native,
         ]));
+        $this->settled = memory_get_usage();
     }
 
     private function handle(callable $handler, Request $request): void
@@ -318,7 +334,7 @@ final class Runtime
             // After fastcgi_finish_request() the response is out; this END
             // tells Hearth the worker is free again.
             $this->closeSession();
-            $this->channel->send(Frame::encode(Frame::END, $this->requestId, '', $flags));
+            $this->channel->send($this->endFrame($flags));
         }
         $this->inRequest = false;
         $this->reset();
@@ -347,7 +363,10 @@ final class Runtime
                 $this->closeSession();
             }
             $this->responseDone = true;
-            if (!\hearth_response_end($flags)) {
+            $ended = $this->report && !($flags & Frame::FLAG_DETACHED)
+                ? \hearth_response_end($flags | Frame::FLAG_REPORT, Frame::report($this->settled, $this->routeName))
+                : \hearth_response_end($flags);
+            if (!$ended) {
                 throw new \RuntimeException('writing to Hearth failed: the channel is closed');
             }
             return;
@@ -372,7 +391,9 @@ final class Runtime
         if ($body !== '') {
             $out .= Frame::bodies($this->requestId, $body);
         }
-        $out .= Frame::encode(Frame::END, $this->requestId, '', $flags);
+        $out .= $flags & Frame::FLAG_DETACHED
+            ? Frame::encode(Frame::END, $this->requestId, '', $flags)
+            : $this->endFrame($flags);
         $this->responseDone = true;
         $this->headSent = true;
         $this->channel->send($out);
@@ -552,6 +573,49 @@ final class Runtime
         ResponseHead::clearForExit();
     }
 
+    /**
+     * Lets go of what the request brought and measures what it left
+     * behind, for the next END's report. The request's frame is gone by
+     * now; its input arrays go too (the next request makes its own) and
+     * $_SERVER is the worker's own again, as after the extension's request
+     * end, so that a long query or a large form is not counted as growth
+     * of its route.
+     */
+    private function settle(): void
+    {
+        if (!$this->native) {
+            $_GET = $_POST = $_COOKIE = $_FILES = $_REQUEST = [];
+            $_SERVER = $this->ownServer;
+        }
+        $this->method = $this->uri = '';
+        $this->settled = memory_get_usage();
+    }
+
+    /** The final END of the current request, with the report Hearth asked for. */
+    private function endFrame(int $flags): string
+    {
+        if (!$this->report) {
+            return Frame::encode(Frame::END, $this->requestId, '', $flags);
+        }
+        return Frame::encode(
+            Frame::END,
+            $this->requestId,
+            Frame::report($this->settled, $this->routeName),
+            $flags | Frame::FLAG_REPORT,
+        );
+    }
+
+    /**
+     * Names the current request's route (Hearth\route_name()): Hearth
+     * counts its memory growth under this name instead of its path.
+     */
+    public function nameRoute(string $name): void
+    {
+        if ($this->inRequest) {
+            $this->routeName = $name;
+        }
+    }
+
     /** Puts back what the request changed, so the next one starts clean. */
     private function reset(): void
     {
@@ -571,6 +635,7 @@ final class Runtime
             InputStream::uninstall();
         }
         Uploads::clear();
+        $this->routeName = null;
         $_SESSION = [];
         $this->baseline->restore();
     }

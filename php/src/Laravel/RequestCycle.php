@@ -84,9 +84,14 @@ final class RequestCycle
             $this->reset->prepare($sandbox, $request);
             $kernel = $sandbox->make(Kernel::class);
             $response = $kernel->handle($request);
+            $route = $request->route();
+            if ($route instanceof Route) {
+                // Hearth counts memory growth by route: the route's name,
+                // or its method and URI pattern when it has none.
+                \Hearth\route_name($route->getName() ?? $request->getMethod() . ' /' . ltrim($route->uri(), '/'));
+            }
             $response->send();
             $kernel->terminate($request, $response);
-            $route = $request->route();
             if ($route instanceof Route) {
                 $route->flushController();
             }

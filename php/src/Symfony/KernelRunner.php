@@ -85,6 +85,12 @@ final class KernelRunner implements RunnerInterface
         try {
             $request = Request::createFromGlobals();
             $response = $this->kernel->handle($request);
+            // The router's name for the route (Symfony names unnamed
+            // routes too): Hearth counts memory growth by it.
+            $route = $request->attributes->get('_route');
+            if (is_string($route) && $route !== '') {
+                \Hearth\route_name($route);
+            }
             $response->send();
             if ($this->kernel instanceof TerminableInterface) {
                 $this->kernel->terminate($request, $response);

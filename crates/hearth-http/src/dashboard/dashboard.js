@@ -60,6 +60,16 @@
   const took = (sec) => (sec != null && sec >= 60 ? dur(sec) : ms(sec));
   const ago = (t) => (t == null ? DASH : dur(now - t) + ' ago');
   const mib = (b) => (b == null ? DASH : (b / 1048576).toFixed(1));
+  // A growth in bytes, signed: "+12.0 KiB", "-512 B" (as hearth status says it).
+  function growth(b) {
+    if (b == null) return DASH;
+    const a = Math.abs(b);
+    const sign = b < 0 ? '-' : '+';
+    if (a < 1024) return sign + a + ' B';
+    if (a < 1048576) return sign + (a / 1024).toFixed(1) + ' KiB';
+    return sign + (a / 1048576).toFixed(1) + ' MiB';
+  }
+  const pct = (share) => (share == null ? DASH : Math.round(share * 100) + '%');
   const path = (p) => String(p ?? '').split('?')[0]; // never a query string
   const label = (k) => k.replace(/_/g, ' ');
   // Any JSON value as short text, for shapes the page does not know.
@@ -137,7 +147,7 @@
 
   // ---- drawing the status ---------------------------------------------
 
-  const KNOWN = new Set(['version', 'pid', 'listen', 'script', 'uptime', 'stopping', 'pool', 'workers', 'mode', 'classic', 'work', 'calls']);
+  const KNOWN = new Set(['version', 'pid', 'listen', 'script', 'uptime', 'stopping', 'pool', 'workers', 'mode', 'classic', 'work', 'calls', 'routes']);
 
   function drawHead(d) {
     const st = d.status || {};
@@ -177,6 +187,19 @@
       ['pid', num(w.pid)], ['slot', num(w.slot)], ['reason', w.reason ?? DASH], ['ended', ago(w.ended)],
       ['requests', num(w.requests)], ['age', dur(w.age)]]);
     caption($('past-workers'), past.length ? '' : ': none yet');
+  }
+
+  // The routes whose requests grew workers most, most first (the
+  // server's order), from each worker's memory after each request.
+  function drawRoutes(d) {
+    const r = (d.status || {}).routes;
+    $('routes').parentElement.hidden = $('cap-routes').hidden = !r;
+    if (!r) return;
+    const top = r.top || [];
+    rows($('routes').tBodies[0], top, 'data-route', (x) => x.route, (x) => [
+      ['route', String(x.route ?? DASH)], ['requests', num(x.requests)], ['grew_share', pct(x.grew_share)],
+      ['growth', growth(x.growth)], ['mean', growth(x.mean)]]);
+    caption($('routes'), top.length ? ' (' + top.length + ' of ' + num(r.counted) + ' routes)' : ': none measured yet');
   }
 
   function drawClassic(d) {
@@ -426,7 +449,7 @@
   function draw(d) {
     now = d.now || Date.now() / 1000;
     actionsOn = !!d.actions;
-    for (const f of [drawHead, drawPool, drawClassic, drawSlow, drawWork, drawCharts, locks]) {
+    for (const f of [drawHead, drawPool, drawRoutes, drawClassic, drawSlow, drawWork, drawCharts, locks]) {
       try {
         f(d);
       } catch (e) {
