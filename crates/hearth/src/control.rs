@@ -596,24 +596,25 @@ pub const STATUS_ROUTES: usize = 20;
 /// Memory growth by route: the [`STATUS_ROUTES`] routes whose requests
 /// grew workers most, most first, and how many routes are counted.
 pub fn routes(pool: &Pool) -> Value {
-    let (top, counted) = pool.routes(STATUS_ROUTES);
-    let top: Vec<Value> = top
-        .iter()
-        .map(|r| {
-            json!({
-                "route": r.route,
-                "requests": r.requests,
-                "grew": r.grew,
-                "grew_share": r.grew_share(),
-                "growth": r.growth,
-                "mean": r.mean(),
-            })
+    let one = |r: &hearth_pool::RouteGrowth| {
+        json!({
+            "route": r.route,
+            "requests": r.requests,
+            "grew": r.grew,
+            "grew_share": r.grew_share(),
+            "growth": r.growth,
+            "mean": r.mean(),
         })
-        .collect();
+    };
+    // Every route (at most ROUTE_LIMIT and other): what other holds is
+    // shown whether or not it is among the top.
+    let (all, counted) = pool.routes(usize::MAX);
+    let other = all.iter().find(|r| r.route == hearth_pool::OTHER_ROUTE);
     json!({
         "counted": counted,
         "limit": hearth_pool::ROUTE_LIMIT,
-        "top": top,
+        "top": all.iter().take(STATUS_ROUTES).map(one).collect::<Vec<_>>(),
+        "other": other.map(one),
     })
 }
 
