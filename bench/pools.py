@@ -51,9 +51,7 @@ throw new RuntimeException('broken deploy (bench/pools.py)');
 
 
 def get(port: int, path: str) -> tuple[int, str, str | None]:
-    # A request that was already waiting when the pool began to fail waits
-    # out its queue_timeout (30 s).
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=45)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
         conn.request("GET", path)
         response = conn.getresponse()

@@ -207,6 +207,9 @@ name = "api"
 path = "/api/"
 script = "api.php"
 workers = 1
+# A request waiting when the pool begins to fail gets its 503 then, not
+# after this.
+queue_timeout = "300s"
 "#,
         worker = worker(),
         socket = socket.display(),

@@ -213,7 +213,12 @@ async fn assign(
     let mut guard = AssignGuard { pool, rx };
     match tokio::time::timeout(pool.config.queue_timeout, &mut guard.rx).await {
         Ok(Ok(assignment)) => Ok(assignment),
-        Ok(Err(_)) => Err(Error::unavailable("the server is shutting down")),
+        // Refused in line: every worker fails to boot, or the pool stops.
+        Ok(Err(_)) => {
+            Err(Error::unavailable(pool.hopeless().unwrap_or_else(|| {
+                "the server is shutting down".to_owned()
+            })))
+        }
         Err(_) => {
             let withdrawn = pool.line.lock().withdraw(id);
             if withdrawn {

@@ -122,6 +122,15 @@ impl Line {
         std::mem::take(&mut self.idle)
     }
 
+    /// Refuses every waiting request (their receivers see the line
+    /// dropped), as when no worker can come: the pool's workers all fail
+    /// to boot. Later requests still queue.
+    pub fn refuse_waiters(&mut self) -> usize {
+        let refused = self.waiters.len();
+        self.waiters.clear();
+        refused
+    }
+
     /// The most recently used idle worker.
     pub fn pop_idle(&mut self) -> Option<Worker> {
         self.idle.pop()

@@ -231,6 +231,15 @@ pub(crate) async fn supervise(shared: Arc<Shared>, slot: usize) {
                     }));
                 }
                 shared.boot_failures[slot].store(failures, Ordering::Release);
+                // No worker can come: the requests already waiting get
+                // their 503 now, as later ones do, not after the queue
+                // timeout.
+                if shared.hopeless().is_some() {
+                    let refused = shared.line.lock().refuse_waiters();
+                    if refused > 0 {
+                        tracing::debug!("{refused} waiting requests refused: no worker can boot");
+                    }
+                }
                 shared.ready_notify.notify_waiters();
                 pause(&shared, delay).await;
             }
