@@ -1,14 +1,16 @@
 //! 103 Early Hints (docs/early-hints.md): what an app sends with
 //! `Hearth\early_hints()` or FrankenPHP's `headers_send(103)` reaches an
-//! HTTP/1.1 client as a 103 before the response, with its `Link` lines
-//! only; an HTTP/1.0 client gets none, and neither does an HTTP/2 one
-//! (hyper has no interim responses on HTTP/2). The worker is
+//! HTTP/1.1 or HTTP/2 client (h2c, and TLS with ALPN `h2` as browsers
+//! speak it) as a 103 before the response, with its `Link` lines only; an
+//! HTTP/1.0 client gets none. The clients are curl (with nghttp2, as
+//! Debian's is) and raw sockets. The worker is
 //! tests/fixtures/early-hints.php.
 
 #[path = "support/mod.rs"]
 mod support;
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Command, Stdio};
 
 use support::{fixture, Connection, Response, Server};
 
@@ -147,18 +149,138 @@ fn http_1_0_clients_get_no_103() {
     assert_eq!(response.text(), "page:sent");
 }
 
-#[test]
-fn http_2_clients_get_the_response_without_hints() {
-    let server = Server::start(&fixture("early-hints.php"), &["--workers", "1", "--h2c"]);
+/// What curl -v printed of the heads it received, from the line that
+/// starts `want` on: its `< ` lines, lower-cased.
+fn heads_from(verbose: &str, want: &str) -> Vec<String> {
+    let start = verbose
+        .find(want)
+        .unwrap_or_else(|| panic!("no {want:?} in curl's output:\n{verbose}"));
+    verbose[start..]
+        .lines()
+        .filter_map(|l| l.strip_prefix("< "))
+        .map(|l| l.trim_end().to_ascii_lowercase())
+        .collect()
+}
+
+/// Runs curl -sv over HTTP/2 with `args`, and checks what it saw: a 103
+/// with both Link lines and nothing else, then the 200.
+fn assert_h2_hints(args: &[&str]) {
     let out = Command::new("curl")
-        .args(["-sv", "--http2-prior-knowledge", &server.url("/hints")])
+        .args(["-sv"])
+        .args(args)
         .output()
         .expect("run curl");
     assert!(out.status.success(), "curl failed: {out:?}");
-    let verbose = String::from_utf8_lossy(&out.stderr);
-    assert!(verbose.contains("< HTTP/2 200"), "{verbose}");
-    assert!(!verbose.contains(" 103"), "{verbose}");
     assert_eq!(String::from_utf8_lossy(&out.stdout), "page:sent");
+    let verbose = String::from_utf8_lossy(&out.stderr);
+    let heads = heads_from(&verbose, "< HTTP/2 103");
+    let end = heads
+        .iter()
+        .position(|l| l.starts_with("http/2 200"))
+        .unwrap_or_else(|| panic!("no 200 after the 103:\n{verbose}"));
+    let interim: Vec<&str> = heads[1..end]
+        .iter()
+        .map(String::as_str)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        interim,
+        [
+            "link: </style.css>; rel=preload; as=style",
+            "link: </app.js>; rel=preload; as=script"
+        ],
+        "the 103 has its Link lines and nothing else:\n{verbose}"
+    );
+    assert!(
+        heads[end..]
+            .iter()
+            .any(|l| l.starts_with("set-cookie: early=no")),
+        "the response keeps its cookie:\n{verbose}"
+    );
+    assert!(
+        !verbose[verbose.find("< HTTP/2 200").unwrap_or(0)..].contains(" 103"),
+        "a 103 after the response:\n{verbose}"
+    );
+}
+
+#[test]
+fn http_2_clients_see_the_103_and_then_the_response() {
+    let server = Server::start(&fixture("early-hints.php"), &["--workers", "1", "--h2c"]);
+    assert_h2_hints(&["--http2-prior-knowledge", &server.url("/hints")]);
+    // Over TLS, where browsers speak HTTP/2.
+    let made =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("certificate");
+    let dir = support::tempdir();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, made.cert.pem()).expect("write cert");
+    std::fs::write(&key, made.signing_key.serialize_pem()).expect("write key");
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    let server = Server::start(
+        &fixture("early-hints.php"),
+        &["--workers", "1", "--tls-cert", &cert, "--tls-key", &key],
+    );
+    let url = format!("https://localhost:{}/hints", server.addr.port());
+    let resolve = format!("localhost:{}:127.0.0.1", server.addr.port());
+    assert_h2_hints(&["--http2", "--cacert", &cert, "--resolve", &resolve, &url]);
+}
+
+#[test]
+fn over_http_2_the_103_goes_out_while_the_app_still_works() {
+    let server = Server::start(&fixture("early-hints.php"), &["--workers", "1", "--h2c"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let flag = dir.path().join("go");
+    let url = server.url(&format!("/hints?wait={}", flag.display()));
+    let mut curl = Command::new("curl")
+        .args(["-sv", "--http2-prior-knowledge", &url])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run curl");
+    // The app waits for the flag file, which is only made once curl has
+    // shown the 103: it cannot have come with the response.
+    let mut stderr = BufReader::new(curl.stderr.take().expect("stderr"));
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = stderr.read_line(&mut line).expect("read curl's output");
+        assert!(n > 0, "curl ended before a 103:\n{seen}");
+        seen.push_str(&line);
+        assert!(
+            !line.starts_with("< HTTP/2 200"),
+            "the 200 came first:\n{seen}"
+        );
+        if line.starts_with("< HTTP/2 103") {
+            break;
+        }
+    }
+    std::fs::write(&flag, b"").expect("flag");
+    let mut rest = String::new();
+    stderr
+        .read_to_string(&mut rest)
+        .expect("read curl's output");
+    let out = curl.wait_with_output().expect("curl");
+    assert!(out.status.success(), "curl failed:\n{seen}{rest}");
+    assert!(rest.contains("< HTTP/2 200"), "{seen}{rest}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "page:sent");
+    // Hints of FrankenPHP's form too, on the same server.
+    let out = Command::new("curl")
+        .args(["-sv", "--http2-prior-knowledge", &server.url("/frankenphp")])
+        .output()
+        .expect("run curl");
+    let verbose = String::from_utf8_lossy(&out.stderr);
+    let heads = heads_from(&verbose, "< HTTP/2 103");
+    assert_eq!(
+        heads[1], "link: </style.css>; rel=preload; as=style",
+        "{verbose}"
+    );
+    assert!(
+        !heads[1..]
+            .iter()
+            .take_while(|l| !l.starts_with("http/2 200"))
+            .any(|l| l.starts_with("x-not-a-hint")),
+        "{verbose}"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "page:1");
 }
 
 #[test]

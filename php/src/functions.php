@@ -24,7 +24,7 @@ namespace Hearth {
      * Returns whether the hints went to Hearth: false outside a request,
      * once the response's head has gone (after output was flushed), or
      * when no value is a valid header value. Hearth sends them to clients
-     * that speak HTTP/1.1 and drops them for others (docs/early-hints.md).
+     * that speak HTTP/1.1 or HTTP/2, not HTTP/1.0 (docs/early-hints.md).
      * The values are not added to the response itself: send them there
      * too with header('Link: ...', false) when the page should carry them.
      */

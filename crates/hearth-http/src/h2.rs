@@ -9,6 +9,9 @@
 //! of it beyond what the client's window lets through, and a stream
 //! whose client never opens its window is reset after the send timeout
 //! ([`StreamExecutor`]).
+//!
+//! Each request carries a handle to send interim responses (103 Early
+//! Hints) on its stream, which hyper offers as patched in `vendor/hyper`.
 
 use std::error::Error as StdError;
 use std::sync::Arc;
@@ -50,6 +53,8 @@ impl Http2 {
             .timer(TokioTimer::new())
             .max_concurrent_streams(config.max_concurrent_streams)
             .max_send_buf_size(SEND_BUFFER)
+            // 103 Early Hints (hyper as patched in vendor/hyper).
+            .informational_responses(true)
             // The head limits in HPACK's terms: 32 bytes per field on top
             // of its name and value.
             .max_header_list_size(

@@ -157,16 +157,26 @@ pub(crate) const MAX_RESPONSE_HEAD: usize = 64 << 10;
 /// (the request's uploaded files).
 pub(crate) type Keep = Box<dyn Send + 'static>;
 
+/// Where a response's interim heads (103 Early Hints) go.
+#[derive(Debug)]
+pub(crate) enum Interim<'a> {
+    /// Nowhere: an HTTP/1.0 client does not expect one.
+    Dropped,
+    /// Written on the HTTP/1.1 connection's socket, between responses.
+    Http1(&'a guard::Shared),
+    /// Sent on the request's HTTP/2 stream.
+    Http2(hyper::ext::InformationalSender),
+}
+
 /// How a worker's response is read: its time limit, and where it waits
 /// for its client.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub(crate) struct Reading<'a> {
     /// When the request's time is up (`--request-timeout`): waiting on a
     /// client whose response fills memory and disk counts against it too.
     pub deadline: Option<Instant>,
-    /// Where interim responses (103 Early Hints) go: the connection, when
-    /// it speaks HTTP/1.1. Without one, the worker's are dropped.
-    pub interim: Option<&'a guard::Shared>,
+    /// Where interim responses (103 Early Hints) go.
+    pub interim: Interim<'a>,
     pub limits: &'a Limits,
     /// Most bytes handed to hyper at once.
     pub chunk: usize,
@@ -181,13 +191,13 @@ pub(crate) async fn read(
     mut lease: Lease,
     method: &Method,
     keep: Keep,
-    how: Reading<'_>,
+    mut how: Reading<'_>,
 ) -> Result<Response<ResponseBody>, PoolError> {
     let mut head_frame = lease.next().await?;
     let mut interim = 0;
     while head_frame.kind == Kind::Head && head_frame.has_flag(flags::INTERIM) {
         interim += 1;
-        early_hints(&head_frame, interim, how.interim, lease.pid()).await?;
+        early_hints(&head_frame, interim, &mut how.interim, lease.pid()).await?;
         head_frame = lease.next().await?;
     }
     if head_frame.kind != Kind::Head {
@@ -289,57 +299,69 @@ const MAX_INTERIM: usize = 8;
 
 /// Sends the worker's interim head, a 103 with its `Link` lines, to the
 /// client ahead of the response, when the connection can take one (see
-/// [`Reading::interim`]). Any other interim status, the other lines, and
-/// heads past [`MAX_INTERIM`] are dropped: what an early hint may carry is
-/// what a browser acts on, and nothing the app meant for its response
-/// alone (a cookie) goes out early.
+/// [`Interim`]). Any other interim status, the other lines, and heads
+/// past [`MAX_INTERIM`] are dropped: what an early hint may carry is what
+/// a browser acts on, and nothing the app meant for its response alone (a
+/// cookie) goes out early.
 async fn early_hints(
     frame: &Frame,
     index: usize,
-    to: Option<&guard::Shared>,
+    to: &mut Interim<'_>,
     pid: u32,
 ) -> Result<(), PoolError> {
     let head = ResponseHead::decode(&frame.payload)?;
-    let Some(to) = to else {
-        tracing::debug!(
-            pid,
-            "early hints dropped: the client does not speak HTTP/1.1"
-        );
+    if matches!(to, Interim::Dropped) {
+        tracing::debug!(pid, "early hints dropped: the client speaks HTTP/1.0");
         return Ok(());
-    };
+    }
     if head.status != 103 || index > MAX_INTERIM || frame.payload.len() > MAX_RESPONSE_HEAD {
         tracing::debug!(pid, status = head.status, "interim response dropped");
         return Ok(());
     }
-    let mut out = BytesMut::with_capacity(frame.payload.len() + 64);
-    out.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
-    let mut links = 0;
-    for (name, value) in &head.headers {
-        if name.eq_ignore_ascii_case(b"link") && HeaderValue::from_bytes(value).is_ok() {
-            out.extend_from_slice(b"Link: ");
-            out.extend_from_slice(value);
-            out.extend_from_slice(b"\r\n");
-            links += 1;
-        }
-    }
-    if links == 0 {
+    let links: Vec<HeaderValue> = head
+        .headers
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case(b"link"))
+        .filter_map(|(_, value)| HeaderValue::from_bytes(value).ok())
+        .collect();
+    if links.is_empty() {
         return Ok(());
     }
-    out.extend_from_slice(b"\r\n");
-    match to.send_interim(&out).await {
-        Ok(true) => Ok(()),
-        Ok(false) => {
-            tracing::debug!(
-                pid,
-                "early hints dropped: an earlier response is still being sent"
-            );
+    match to {
+        Interim::Dropped => Ok(()),
+        Interim::Http1(shared) => {
+            let mut out = BytesMut::with_capacity(frame.payload.len() + 64);
+            out.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
+            for link in &links {
+                out.extend_from_slice(b"Link: ");
+                out.extend_from_slice(link.as_bytes());
+                out.extend_from_slice(b"\r\n");
+            }
+            out.extend_from_slice(b"\r\n");
+            match shared.send_interim(&out).await {
+                Ok(true) => {}
+                Ok(false) => tracing::debug!(
+                    pid,
+                    "early hints dropped: an earlier response is still being sent"
+                ),
+                // The client is gone or stalled: the response fails to go
+                // out in its turn, and the worker's is read (and dropped)
+                // as for any client that went away.
+                Err(e) => tracing::debug!(pid, "early hints not sent: {e}"),
+            }
             Ok(())
         }
-        // The client is gone or stalled: the response fails to go out in
-        // its turn, and the worker's is read (and dropped) as for any
-        // client that went away.
-        Err(e) => {
-            tracing::debug!(pid, "early hints not sent: {e}");
+        Interim::Http2(sender) => {
+            let mut hints = Response::new(());
+            *hints.status_mut() = StatusCode::EARLY_HINTS;
+            for link in links {
+                hints.headers_mut().append(http::header::LINK, link);
+            }
+            // It fails only when the stream is gone (the client reset it):
+            // the response then fails too, and the worker's is dropped.
+            if sender.send(hints).is_err() {
+                tracing::debug!(pid, "early hints not sent: the stream is closed");
+            }
             Ok(())
         }
     }

@@ -28,7 +28,7 @@ use crate::listener::{Listener, Peer, Socket};
 use crate::mixed::{Decision, MixedSite};
 use crate::observe::{Observed, Record};
 use crate::protocol::{self, Negotiation, Protocol};
-use crate::response::{self, ResponseBody};
+use crate::response::{self, Interim, ResponseBody};
 use crate::routes::Pools;
 use crate::sendbuf::{self, Budget};
 use crate::stall::{Watched, WriteTimeout};
@@ -513,6 +513,10 @@ async fn respond(
     // Files the worker reads, and the connection's place in PHP, stay
     // until the request has ended in the worker.
     let keep: response::Keep = Box::new((request.take_files(), turn));
+    let interim_h2 = request
+        .parts
+        .extensions
+        .remove::<hyper::ext::InformationalSender>();
     let parts = &request.parts;
     lease.set_current(
         parts.method.as_str(),
@@ -520,11 +524,15 @@ async fn respond(
     );
     let reading = response::Reading {
         deadline,
-        // Early hints: on HTTP/1.1 only (an HTTP/1.0 client does not expect
-        // an interim response; hyper offers none on HTTP/2).
+        // Early hints: an HTTP/1.0 client does not expect an interim
+        // response.
         interim: match parts.version {
-            http::Version::HTTP_11 => parts.extensions.get::<Arc<guard::Shared>>().map(|s| &**s),
-            _ => None,
+            http::Version::HTTP_2 => interim_h2.map_or(Interim::Dropped, Interim::Http2),
+            http::Version::HTTP_11 => parts
+                .extensions
+                .get::<Arc<guard::Shared>>()
+                .map_or(Interim::Dropped, |s| Interim::Http1(s)),
+            _ => Interim::Dropped,
         },
         limits: &app.responses,
         chunk: match parts.version {
