@@ -367,3 +367,172 @@ fn a_pool_that_cannot_be_used_is_refused_naming_the_file_and_the_key() {
         }
     }
 }
+
+/// A site of three scripts and a style sheet under `dir/blog/`, for a
+/// classic pool whose root is `dir`.
+fn write_blog(dir: &Path) {
+    let blog = dir.join("blog");
+    std::fs::create_dir_all(&blog).expect("mkdir blog");
+    let script = |name: &str| {
+        format!(
+            "<?php\necho '{name} ', getmypid(), ' ', PHP_SAPI, ' ', $_SERVER['SCRIPT_NAME'], ' ', \
+             $_SERVER['REQUEST_URI'], ' ', $_SERVER['DOCUMENT_ROOT'];\n"
+        )
+    };
+    std::fs::write(blog.join("index.php"), script("index")).expect("write index.php");
+    std::fs::write(blog.join("page.php"), script("page")).expect("write page.php");
+    std::fs::write(blog.join("style.css"), "body { color: red }\n").expect("write style.css");
+}
+
+#[test]
+fn a_classic_pool_runs_its_scripts_in_php_fpm_beside_the_worker_pools() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let site = dir.path().join("site");
+    write_blog(&site);
+    let socket = dir.path().join("control.sock");
+    let toml = format!(
+        r#"
+[serve]
+script = "{worker}"
+workers = 1
+control_socket = "{socket}"
+
+[[serve.pool]]
+name = "blog"
+path = "/blog/"
+root = "site"
+workers = 2
+"#,
+        worker = worker(),
+        socket = socket.display(),
+    );
+    let server = start(dir.path(), &toml, &[]);
+    assert_eq!(pool_of(&server, "localhost", "/"), "default");
+
+    // A script of the site, run by php-fpm with nginx's variables: the
+    // whole path under the root, as nginx's root in a location.
+    let real = std::fs::canonicalize(&site).expect("real root");
+    let (status, body, _) = get(&server, "localhost", "/blog/page.php?x=1");
+    assert_eq!(status, 200, "{body}");
+    let words: Vec<&str> = body.split(' ').collect();
+    assert_eq!(words[0], "page", "{body}");
+    assert_eq!(words[2], "fpm-fcgi", "{body}");
+    assert_eq!(words[3], "/blog/page.php", "{body}");
+    assert_eq!(words[4], "/blog/page.php?x=1", "{body}");
+    assert_eq!(words[5], real.display().to_string(), "{body}");
+    // Nothing on disk: the pool's own front controller, /blog/index.php.
+    let (status, body, _) = get(&server, "localhost", "/blog/2026/12/hello");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.starts_with("index ") && body.contains(" /blog/index.php /blog/2026/12/hello "),
+        "{body}"
+    );
+    // Its static files, served by the front.
+    let (status, body, _) = get(&server, "localhost", "/blog/style.css");
+    assert_eq!((status, body.as_str()), (200, "body { color: red }\n"));
+    // A script outside its prefix is not the classic pool's.
+    assert_eq!(pool_of(&server, "localhost", "/page.php"), "default");
+
+    // The status shows php-fpm's children as the pool's workers.
+    let status = status_json(&socket);
+    let blog = &status["pools"][1];
+    assert_eq!(blog["name"], "blog");
+    assert_eq!(blog["mode"], "classic");
+    assert_eq!(blog["path"], serde_json::json!(["/blog/"]));
+    assert_eq!(blog["pool"]["max_workers"], 2);
+    assert_eq!(blog["workers"].as_array().map(Vec::len), Some(2), "{blog}");
+    let table = support::ctl(&["status", "--control-socket", &socket.to_string_lossy()]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("pool blog: classic mode: ") && table.contains("(/blog/*)"),
+        "{table}"
+    );
+    assert!(
+        server.log().contains("pool blog: classic site "),
+        "{}",
+        server.log()
+    );
+
+    // A reload replaces php-fpm's children too.
+    let pid_before: String = get(&server, "localhost", "/blog/page.php").1;
+    let reload = support::ctl(&["reload", "--control-socket", &socket.to_string_lossy()]);
+    assert!(reload.status.success(), "{reload:?}");
+    let said = String::from_utf8_lossy(&reload.stdout);
+    assert!(
+        said.contains("blog: reloaded: php-fpm's children replaced"),
+        "{said}"
+    );
+    let pid_after = get(&server, "localhost", "/blog/page.php").1;
+    assert_ne!(
+        pid_before.split(' ').nth(1),
+        pid_after.split(' ').nth(1),
+        "the same child after a reload"
+    );
+
+    // Stopped with the server: no php-fpm child of its own is left.
+    let status = status_json(&socket);
+    let children: Vec<u64> = status["pools"][1]["workers"]
+        .as_array()
+        .expect("children")
+        .iter()
+        .filter_map(|w| w["pid"].as_u64())
+        .collect();
+    assert_eq!(children.len(), 2, "{status}");
+    assert!(Path::new(&format!("/proc/{}", children[0])).exists());
+    drop(server);
+    eventually(Duration::from_secs(15), "php-fpm's children gone", || {
+        children
+            .iter()
+            .all(|pid| !Path::new(&format!("/proc/{pid}")).exists())
+            .then_some(())
+    });
+}
+
+#[test]
+fn a_classic_pool_is_refused_what_only_workers_have() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("hearth.toml");
+    write_blog(dir.path());
+    let cases = [
+        (
+            "[[serve.pool]]\nname = \"blog\"\npath = \"/blog/\"\nroot = \".\"\nphp = \"php-cgi\"\n",
+            "blog: php is for worker pools",
+        ),
+        (
+            "[[serve.pool]]\nname = \"blog\"\npath = \"/blog/\"\nroot = \".\"\nfallback = \"index.php\"\n",
+            "blog: fallback \"index.php\" is not a script path",
+        ),
+        (
+            "[[serve.pool]]\nname = \"api\"\npath = \"/api/\"\nscript = \"WORKER\"\nindex = \"index.php\"\n",
+            "api: index and fallback are for a classic pool",
+        ),
+        (
+            "[[serve.pool]]\nname = \"blog\"\npath = \"/blog/\"\n",
+            "blog: needs a worker script (script), or a document root (root)",
+        ),
+        (
+            "[[serve.pool]]\nname = \"blog\"\npath = \"/blog/\"\nroot = \"missing\"\n",
+            "[[serve.pool]] blog",
+        ),
+    ];
+    for (pool, expected) in cases {
+        let toml = format!(
+            "[serve]\nscript = \"{}\"\n{}",
+            worker(),
+            pool.replace("WORKER", &worker())
+        );
+        std::fs::write(&file, &toml).expect("write");
+        let mut args = vec![
+            "serve".to_owned(),
+            "--config".to_owned(),
+            file.display().to_string(),
+        ];
+        args.extend(["--listen".to_owned(), "127.0.0.1:0".to_owned()]);
+        args.extend(support::as_root());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = support::ctl(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{toml}");
+        assert!(err.contains(expected), "{toml}\n{err}");
+    }
+}

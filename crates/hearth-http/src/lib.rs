@@ -103,7 +103,7 @@ pub use metrics::{Metrics, PoolReport, PoolSnapshot, Sizing, POOL_NAME};
 pub use mixed::{Area, MixedSite};
 pub use observe::{Observed, Observer};
 pub use response::{ReaderBody, ResponseBody, StreamError};
-pub use routes::{PoolRoute, Pools};
+pub use routes::{PoolRoute, Pools, Target};
 pub use server::{serve, serve_classic, serve_mixed, serve_pools};
 pub use tls::{TlsConfig, TlsError};
 

@@ -1,5 +1,7 @@
-//! Several worker pools behind one server: each request goes to the pool
-//! whose route matches its host and path, or to the default pool.
+//! Several pools behind one server: each request goes to the pool whose
+//! route matches its host and path, or to the default pool. A pool is
+//! warm workers running a worker script, or a classic site (its scripts
+//! run by php-fpm, as `hearth serve --root` runs one).
 //!
 //! A route names hosts (`api.example.com`, or `*.example.com` for every
 //! name under it), path prefixes (`/api/`), or both. The path is the one
@@ -14,14 +16,25 @@
 //! waiting for a worker, or its workers failing to boot, are that pool's
 //! alone; the other pools' requests never wait on them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use hearth_pool::Pool;
 use http::request::Parts;
 use http::StatusCode;
 
-use crate::classic;
+use crate::classic::{self, ClassicSite};
 use crate::metrics::{PoolReport, PoolSnapshot};
+
+/// What runs a pool's requests.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// Warm workers running the pool's worker script.
+    Workers(Pool),
+    /// A classic site: its scripts run by a php-fpm pool, whose state
+    /// `report` reads for the metrics and `/readyz`.
+    Classic(Arc<ClassicSite>, Arc<dyn PoolReport>),
+}
 
 /// One pool and the requests it takes.
 #[derive(Debug, Clone)]
@@ -34,10 +47,35 @@ pub struct PoolRoute {
     /// Path prefixes, each a normalized path starting with `/`. Empty: any
     /// path.
     pub prefixes: Vec<String>,
-    pub pool: Pool,
+    pub target: Target,
     /// Hard limit on one of its requests once a worker has it (none: no
     /// limit).
     pub request_timeout: Option<Duration>,
+}
+
+impl PoolRoute {
+    /// The pool's workers, when it runs a worker script.
+    pub fn workers(&self) -> Option<&Pool> {
+        match &self.target {
+            Target::Workers(pool) => Some(pool),
+            Target::Classic(..) => None,
+        }
+    }
+
+    /// The most processes the pool runs PHP in at once.
+    fn most(&self) -> usize {
+        match &self.target {
+            Target::Workers(pool) => pool.config().workers,
+            Target::Classic(site, _) => site.children(),
+        }
+    }
+
+    fn report(&self) -> PoolSnapshot {
+        match &self.target {
+            Target::Workers(pool) => pool.report(),
+            Target::Classic(_, report) => report.report(),
+        }
+    }
 }
 
 /// The pools of one server: routed ones, and the default one that takes
@@ -60,10 +98,7 @@ impl Pools {
 
     /// The most workers any pool may have.
     pub(crate) fn most_workers(&self) -> usize {
-        self.all()
-            .map(|r| r.pool.config().workers)
-            .max()
-            .unwrap_or(1)
+        self.all().map(PoolRoute::most).max().unwrap_or(1)
     }
 
     /// The pool for one request, or the status to refuse it with (a path
@@ -124,7 +159,7 @@ impl PoolReport for Pools {
     fn report(&self) -> PoolSnapshot {
         let mut all = PoolSnapshot::default();
         for route in self.all() {
-            let one = route.pool.report();
+            let one = route.report();
             all.waiting += one.waiting;
             all.live += one.live;
             all.busy += one.busy;
@@ -150,7 +185,7 @@ impl PoolReport for Pools {
 
     fn pools(&self) -> Vec<(String, PoolSnapshot)> {
         self.all()
-            .map(|route| (route.name.clone(), route.pool.report()))
+            .map(|route| (route.name.clone(), route.report()))
             .collect()
     }
 }

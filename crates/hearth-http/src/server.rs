@@ -29,7 +29,7 @@ use crate::mixed::{Decision, MixedSite};
 use crate::observe::{Observed, Record};
 use crate::protocol::{self, Negotiation, Protocol};
 use crate::response::{self, Interim, ResponseBody};
-use crate::routes::Pools;
+use crate::routes::{Pools, Target};
 use crate::sendbuf::{self, Budget};
 use crate::stall::{Watched, WriteTimeout};
 use crate::throttle::{self, Throttle};
@@ -422,7 +422,16 @@ async fn respond(
     let (pool, static_first, request_timeout) = match &app.backend {
         Backend::Workers(pool) => (pool, true, config.request_timeout),
         Backend::Routed(pools) => match pools.pick(&parts) {
-            Ok(route) => (&route.pool, true, route.request_timeout),
+            Ok(route) => match &route.target {
+                Target::Workers(pool) => (pool, true, route.request_timeout),
+                Target::Classic(site, _) => {
+                    let turn = match wait_turn(&turns, site.queue_timeout(), &conn, &app).await {
+                        Some(turn) => turn,
+                        None => return Ok(unavailable(config)),
+                    };
+                    return Ok(classic::respond(site, parts, incoming, Box::new(turn), cx).await);
+                }
+            },
             Err(status) => return Ok(response::error_page(status)),
         },
         Backend::Classic(site) => {

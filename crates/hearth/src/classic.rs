@@ -36,6 +36,8 @@ pub struct Classic {
     /// How long a reload may take (php-fpm waits up to its
     /// `process_control_timeout` for busy children).
     reload_wait: Duration,
+    /// How long its children have to finish when it stops.
+    stop_timeout: Duration,
     /// What the supervision enforces on the children.
     limits: supervise::ChildLimits,
     /// The supervision's state and counts.
@@ -256,6 +258,7 @@ impl Classic {
             started: Instant::now(),
             min_children: as_usize(min_children),
             reload_wait: whole_seconds(options.stop_timeout.0) + Duration::from_secs(10),
+            stop_timeout: options.stop_timeout.0,
             limits: supervise::ChildLimits {
                 max_memory: options.max_memory.0,
                 ttl: options
@@ -264,6 +267,12 @@ impl Classic {
             },
             watch: supervise::Watch::new(master),
         })
+    }
+
+    /// How long its children have to finish when it stops
+    /// (`--stop-timeout`).
+    pub fn stop_timeout(&self) -> Duration {
+        self.stop_timeout
     }
 
     /// Why the supervision gave up on php-fpm, if it did (the server

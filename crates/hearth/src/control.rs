@@ -242,11 +242,15 @@ pub enum Engine {
     /// A mixed site: the worker pool (the front controller) and the
     /// php-fpm pool (the other scripts).
     Mixed(Pool, Arc<crate::classic::Classic>),
-    /// Several worker pools (`[[serve.pool]]`): the default one first.
-    Pools(Arc<hearth_http::Pools>),
+    /// Several pools (`[[serve.pool]]`): the default one first; the
+    /// php-fpm pools of the classic ones by pool name.
+    Pools(Arc<hearth_http::Pools>, Arc<ClassicPools>),
     /// Something that reports and reloads itself: `hearth work`.
     Other(Arc<dyn Controlled>),
 }
+
+/// The classic pools of `[[serve.pool]]`: each one's name and php-fpm.
+pub type ClassicPools = Vec<(String, Arc<crate::classic::Classic>)>;
 
 /// A boxed future, for [`Controlled`]'s methods.
 pub type Boxed<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
@@ -355,22 +359,37 @@ pub async fn report(state: &ControlState) -> Value {
             report["classic"] = json!({"pool": fpm, "workers": children});
             report
         }
-        Engine::Pools(pools) => {
-            let default = pools.all().next().map(|r| &r.pool);
+        Engine::Pools(pools, classic) => {
+            let default = pools.all().next().and_then(|r| r.workers());
             let mut report = match default {
                 Some(pool) => status(state, pool),
                 None => json!({}),
             };
-            report["pools"] = pools
-                .all()
-                .map(|route| {
-                    let mut one = pool_status(&route.pool);
-                    one["name"] = json!(route.name);
-                    one["host"] = json!(route.hosts);
-                    one["path"] = json!(route.prefixes);
-                    one
-                })
-                .collect();
+            let mut all = Vec::new();
+            for route in pools.all() {
+                let mut one = match (route.workers(), classic_of(classic, &route.name)) {
+                    (Some(pool), _) => pool_status(pool),
+                    (None, Some(classic)) => {
+                        let (fpm, children, _) = classic.children().await;
+                        json!({
+                            "mode": "classic",
+                            "script": format!(
+                                "classic mode: {} (php-fpm)",
+                                classic.site().real_root().display()
+                            ),
+                            "root": classic.site().real_root(),
+                            "pool": fpm,
+                            "workers": children,
+                        })
+                    }
+                    (None, None) => json!({}),
+                };
+                one["name"] = json!(route.name);
+                one["host"] = json!(route.hosts);
+                one["path"] = json!(route.prefixes);
+                all.push(one);
+            }
+            report["pools"] = Value::Array(all);
             report
         }
         Engine::Other(other) => other.status(state).await,
@@ -436,9 +455,9 @@ pub async fn reload(state: &ControlState) -> Result<Reloaded, String> {
                 }
             }
         }
-        Engine::Pools(pools) => {
-            tracing::info!("reload asked for: reloading every pool's workers");
-            reload_pools(pools).await
+        Engine::Pools(pools, classic) => {
+            tracing::info!("reload asked for: reloading every pool");
+            reload_pools(pools, classic).await
         }
         Engine::Other(other) => other.reload().await.map(|message| Reloaded {
             message,
@@ -450,11 +469,24 @@ pub async fn reload(state: &ControlState) -> Result<Reloaded, String> {
 /// Reloads every pool, each on its own: a pool whose new code cannot boot
 /// keeps its old workers, and the others are reloaded all the same. The
 /// error names the pools that failed.
-pub async fn reload_pools(pools: &hearth_http::Pools) -> Result<Reloaded, String> {
+pub async fn reload_pools(
+    pools: &hearth_http::Pools,
+    classic: &ClassicPools,
+) -> Result<Reloaded, String> {
     let mut done = Vec::new();
     let mut failed = Vec::new();
     for route in pools.all() {
-        match route.pool.reload().await {
+        let Some(pool) = route.workers() else {
+            let Some(classic) = classic_of(classic, &route.name) else {
+                continue;
+            };
+            match classic.reload().await {
+                Ok(message) => done.push(format!("{}: {message}", route.name)),
+                Err(e) => failed.push(format!("pool {}: {e}", route.name)),
+            }
+            continue;
+        };
+        match pool.reload().await {
             Ok(paths) => {
                 tracing::info!(
                     "reload done: every worker of pool {} runs {}",
@@ -476,7 +508,11 @@ pub async fn reload_pools(pools: &hearth_http::Pools) -> Result<Reloaded, String
         }
     }
     if failed.is_empty() {
-        let script = pools.all().next().map(|r| r.pool.paths().script.clone());
+        let script = pools
+            .all()
+            .next()
+            .and_then(|r| r.workers())
+            .map(|pool| pool.paths().script.clone());
         Ok(Reloaded {
             message: format!("reloaded: {}", done.join("; ")),
             script,
@@ -484,6 +520,11 @@ pub async fn reload_pools(pools: &hearth_http::Pools) -> Result<Reloaded, String
     } else {
         Err(failed.join("; "))
     }
+}
+
+/// The php-fpm pool of the classic pool named `name`.
+fn classic_of<'a>(classic: &'a ClassicPools, name: &str) -> Option<&'a crate::classic::Classic> {
+    classic.iter().find(|(n, _)| n == name).map(|(_, c)| &**c)
 }
 
 /// Reloads the workers; the error is the message for the client (and

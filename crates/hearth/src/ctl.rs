@@ -320,14 +320,18 @@ fn pool_lines(status: &Value) -> String {
         .unwrap_or_default();
     let _ = writeln!(
         out,
-        "workers: {} live ({} busy, {} idle), min {}, max {}; queue {}; started {}; restarts {}{}",
+        "workers: {} live ({} busy, {} idle), min {}, max {}; queue {}; {}restarts {}{}",
         pool["live"],
         pool["busy"],
         pool["idle"],
         pool["min_workers"],
         pool["max_workers"],
         pool["queue"],
-        pool["started"],
+        // php-fpm's children (classic mode) have no count of starts.
+        match pool["started"].as_u64() {
+            Some(n) => format!("started {n}; "),
+            None => String::new(),
+        },
         pool["restarts"],
         if reasons.is_empty() {
             String::new()

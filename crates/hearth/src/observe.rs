@@ -94,7 +94,7 @@ pub async fn start(
     let stopping = Arc::new(AtomicBool::new(false));
     let pool: Arc<dyn PoolReport> = match &engine {
         Engine::Workers(pool) | Engine::Mixed(pool, _) => Arc::new(pool.clone()),
-        Engine::Pools(pools) => pools.clone(),
+        Engine::Pools(pools, _) => pools.clone(),
         Engine::Classic(classic) => classic.clone(),
         Engine::Other(_) => anyhow::bail!("hearth serve runs workers or php-fpm"),
     };

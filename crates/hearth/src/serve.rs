@@ -42,8 +42,22 @@ struct PoolSetup {
     name: String,
     hosts: Vec<String>,
     prefixes: Vec<String>,
-    config: PoolConfig,
+    kind: PoolKind,
     request_timeout: Option<Duration>,
+}
+
+/// What runs a pool's requests.
+#[derive(Debug)]
+enum PoolKind {
+    /// Warm workers.
+    Workers(Box<PoolConfig>),
+    /// A classic site: its root (absolute, as given), its php-fpm pool's
+    /// configuration, and the pool's options (its routing and limits).
+    Classic {
+        root: PathBuf,
+        fpm: Box<hearth_fpm::pool::Config>,
+        options: Box<ServeOptions>,
+    },
 }
 
 /// A mixed site's classic half, resolved: what php-fpm runs and how
@@ -103,17 +117,33 @@ fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
     for section in &options.pool {
         let own = section.options(&options);
         let context = || format!("[[serve.pool]] {}", section.name);
-        let script = own.script.as_deref().unwrap_or(Path::new(""));
-        let (script, _) = worker_script(script).with_context(context)?;
-        let user = worker_user(own.user.as_deref()).with_context(context)?;
-        let mut config = own.pool_config(&script, user);
-        config.name = Some(section.name.clone());
-        config.document_root = document_root(own.root.as_deref()).with_context(context)?;
+        let kind = if section.is_classic() {
+            let root = document_root(own.root.as_deref())
+                .with_context(context)?
+                .unwrap_or_default();
+            let fpm = crate::classic::fpm_config(&own).with_context(context)?;
+            fpm.find_binary()
+                .map_err(|e| anyhow::anyhow!("a classic pool needs php-fpm: {e}"))
+                .with_context(context)?;
+            PoolKind::Classic {
+                root,
+                fpm: Box::new(fpm),
+                options: Box::new(own.clone()),
+            }
+        } else {
+            let script = own.script.as_deref().unwrap_or(Path::new(""));
+            let (script, _) = worker_script(script).with_context(context)?;
+            let user = worker_user(own.user.as_deref()).with_context(context)?;
+            let mut config = own.pool_config(&script, user);
+            config.name = Some(section.name.clone());
+            config.document_root = document_root(own.root.as_deref()).with_context(context)?;
+            PoolKind::Workers(Box::new(config))
+        };
         pools.push(PoolSetup {
             name: section.name.clone(),
             hosts: section.hosts(),
             prefixes: section.path.clone(),
-            config,
+            kind,
             request_timeout: own.request_timeout.nonzero(),
         });
     }
@@ -308,58 +338,45 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
         },
     );
     let mut routed: Vec<hearth_http::PoolRoute> = Vec::new();
+    let mut classic_pools: crate::control::ClassicPools = Vec::new();
     for own in &setup.pools {
-        let started = match Pool::start(own.config.clone()).await {
+        let (target, fpm) = match start_pool(own).await {
             Ok(started) => started,
             Err(e) => {
-                for route in &routed {
-                    route.pool.shutdown().await;
-                }
-                pool.shutdown().await;
-                return Err(anyhow::Error::from(e).context(format!("[[serve.pool]] {}", own.name)));
+                let started: Vec<Pool> = routed
+                    .iter()
+                    .filter_map(|r| r.workers().cloned())
+                    .chain([pool.clone()])
+                    .collect();
+                stop_pools(&started, &classic_pools).await;
+                return Err(e.context(format!("[[serve.pool]] {}", own.name)));
             }
         };
-        let route: Vec<String> = own
-            .hosts
-            .iter()
-            .map(|h| format!("host {h}"))
-            .chain(own.prefixes.iter().map(|p| format!("{p}*")))
-            .collect();
-        tracing::info!(
-            "pool {}: {} with {}, for {}",
-            own.name,
-            own.config.script.display(),
-            if own.config.min_workers < own.config.workers {
-                format!(
-                    "{} to {} workers",
-                    own.config.min_workers, own.config.workers
-                )
-            } else {
-                plural(own.config.workers, "worker")
-            },
-            route.join(", ")
-        );
+        if let Some(fpm) = fpm {
+            classic_pools.push((own.name.clone(), fpm));
+        }
         routed.push(hearth_http::PoolRoute {
             name: own.name.clone(),
             hosts: own.hosts.clone(),
             prefixes: own.prefixes.clone(),
-            pool: started,
+            target,
             request_timeout: own.request_timeout,
         });
     }
+    let classic_pools = Arc::new(classic_pools);
     let pools = (!routed.is_empty()).then(|| {
         let default = hearth_http::PoolRoute {
             name: "default".to_owned(),
             hosts: Vec::new(),
             prefixes: Vec::new(),
-            pool: pool.clone(),
+            target: hearth_http::Target::Workers(pool.clone()),
             request_timeout: setup.http.request_timeout,
         };
         Arc::new(hearth_http::Pools::new(default, routed))
     });
-    // Every pool, the default one first.
+    // Every worker pool, the default one first.
     let all: Vec<Pool> = match &pools {
-        Some(pools) => pools.all().map(|r| r.pool.clone()).collect(),
+        Some(pools) => pools.all().filter_map(|r| r.workers().cloned()).collect(),
         None => vec![pool.clone()],
     };
     if !php.supports_headers() {
@@ -380,26 +397,31 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
     };
     let engine = match (&classic, &pools) {
         (Some(classic), _) => crate::control::Engine::Mixed(pool.clone(), classic.clone()),
-        (None, Some(pools)) => crate::control::Engine::Pools(pools.clone()),
+        (None, Some(pools)) => crate::control::Engine::Pools(pools.clone(), classic_pools.clone()),
         (None, None) => crate::control::Engine::Workers(pool.clone()),
     };
     let observing = match crate::observe::start(&setup.observe, control, addr.clone(), engine).await
     {
         Ok(observing) => observing,
         Err(e) => {
-            stop_both(&all, classic.as_deref(), &setup).await;
+            stop_both(&all, classic.as_deref(), &classic_pools, &setup).await;
             return Err(e);
         }
     };
     let others: Vec<(String, Pool)> = pools
         .iter()
-        .flat_map(|p| p.all().skip(1).map(|r| (r.name.clone(), r.pool.clone())))
+        .flat_map(|p| {
+            p.all()
+                .skip(1)
+                .filter_map(|r| Some((r.name.clone(), r.workers()?.clone())))
+        })
         .collect();
     tokio::spawn(reloader(
         pool.clone(),
         setup.watch.clone(),
         classic.clone(),
         others,
+        classic_pools.clone(),
     ));
     if setup.pool.debug {
         tracing::warn!(
@@ -431,7 +453,14 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
     if let Some(classic) = &classic {
         tokio::spawn(classic.clone().supervise(observing.stop.clone()));
     }
-    let killer = classic.clone();
+    for (_, classic) in classic_pools.iter() {
+        tokio::spawn(classic.clone().supervise(observing.stop.clone()));
+    }
+    let killer: Vec<Arc<crate::classic::Classic>> = classic
+        .iter()
+        .cloned()
+        .chain(classic_pools.iter().map(|(_, c)| c.clone()))
+        .collect();
     let failure = failed_start.clone();
     let shutdown = async move {
         tokio::select! {
@@ -472,8 +501,13 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
     }
     // Removes a unix socket's file.
     drop(socket_file);
-    stop_both(&all, classic.as_deref(), &setup).await;
-    if let Some(why) = classic.as_ref().and_then(|c| c.gave_up()) {
+    stop_both(&all, classic.as_deref(), &classic_pools, &setup).await;
+    let gave_up = classic.as_ref().and_then(|c| c.gave_up()).or_else(|| {
+        classic_pools
+            .iter()
+            .find_map(|(name, c)| Some(format!("pool {name}: {}", c.gave_up()?)))
+    });
+    if let Some(why) = gave_up {
         drop(observing);
         tracing::error!("stopped: {why}");
         bail!("{why}");
@@ -516,16 +550,85 @@ async fn start_classic(mixed: &MixedSetup) -> anyhow::Result<Arc<crate::classic:
     Ok(Arc::new(classic))
 }
 
-/// Stops every pool's workers and, for a mixed site, php-fpm, at the same
-/// time.
-async fn stop_both(pools: &[Pool], classic: Option<&crate::classic::Classic>, setup: &Setup) {
+/// Starts one pool of `[[serve.pool]]` and says so: its target, and its
+/// php-fpm for a classic one.
+async fn start_pool(
+    own: &PoolSetup,
+) -> anyhow::Result<(hearth_http::Target, Option<Arc<crate::classic::Classic>>)> {
+    let route: Vec<String> = own
+        .hosts
+        .iter()
+        .map(|h| format!("host {h}"))
+        .chain(own.prefixes.iter().map(|p| format!("{p}*")))
+        .collect();
+    match &own.kind {
+        PoolKind::Workers(config) => {
+            let started = Pool::start((**config).clone()).await?;
+            tracing::info!(
+                "pool {}: {} with {}, for {}",
+                own.name,
+                config.script.display(),
+                if config.min_workers < config.workers {
+                    format!("{} to {} workers", config.min_workers, config.workers)
+                } else {
+                    plural(config.workers, "worker")
+                },
+                route.join(", ")
+            );
+            Ok((hearth_http::Target::Workers(started), None))
+        }
+        PoolKind::Classic { root, fpm, options } => {
+            let classic =
+                crate::classic::Classic::start(options, root, options.classic_options(), fpm)
+                    .await?;
+            let classic = Arc::new(classic);
+            if let Some((pid, dir)) = classic.master().await {
+                tracing::info!(
+                    "pool {}: classic site {} in php-fpm ({}, pid {pid}, {}), for {}",
+                    own.name,
+                    classic.site().real_root().display(),
+                    match fpm.process_manager {
+                        hearth_fpm::pool::ProcessManager::Dynamic {
+                            start,
+                            max_children,
+                            ..
+                        } => format!("{start} to {max_children} children"),
+                        _ => plural(classic.site().children(), "child"),
+                    },
+                    dir.display(),
+                    route.join(", ")
+                );
+            }
+            let report: Arc<dyn hearth_http::PoolReport> = classic.clone();
+            Ok((
+                hearth_http::Target::Classic(classic.site().clone(), report),
+                Some(classic),
+            ))
+        }
+    }
+}
+
+/// Stops worker pools and classic pools' php-fpm, at the same time.
+async fn stop_pools(pools: &[Pool], classic: &crate::control::ClassicPools) {
+    let fpm = futures_util::future::join_all(classic.iter().map(|(_, c)| c.stop(c.stop_timeout())));
+    let workers = futures_util::future::join_all(pools.iter().map(Pool::shutdown));
+    tokio::join!(workers, fpm);
+}
+
+/// Stops every pool's workers, the classic pools' php-fpm and, for a
+/// mixed site, its php-fpm, at the same time.
+async fn stop_both(
+    pools: &[Pool],
+    classic: Option<&crate::classic::Classic>,
+    classic_pools: &crate::control::ClassicPools,
+    setup: &Setup,
+) {
     let fpm = async {
         if let (Some(classic), Some(mixed)) = (classic, &setup.mixed) {
             classic.stop(mixed.options.stop_timeout.0).await;
         }
     };
-    let workers = futures_util::future::join_all(pools.iter().map(Pool::shutdown));
-    tokio::join!(workers, fpm);
+    tokio::join!(stop_pools(pools, classic_pools), fpm);
 }
 
 /// At start, how many boots in a row may fail in every slot before
@@ -648,6 +751,7 @@ async fn reloader(
     watch: Option<Option<PathBuf>>,
     classic: Option<Arc<crate::classic::Classic>>,
     others: Vec<(String, Pool)>,
+    classic_pools: Arc<crate::control::ClassicPools>,
 ) {
     use tokio::signal::unix::{signal, SignalKind};
     let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(8);
@@ -723,6 +827,11 @@ async fn reloader(
                     "reload of pool {name} failed, its old workers keep serving: {e}"
                 ),
             }
+        }
+        for (name, classic) in classic_pools.iter() {
+            tracing::info!("{why}: reloading pool {name}'s php-fpm");
+            // Logs its outcome itself.
+            let _ = classic.reload().await;
         }
     }
 }
@@ -851,18 +960,18 @@ pub(crate) fn watch_php_files(
 pub(crate) async fn shutdown_signal(
     pools: Vec<Pool>,
     stop: std::sync::Arc<tokio::sync::Notify>,
-    classic: Option<Arc<crate::classic::Classic>>,
+    classic: Vec<Arc<crate::classic::Classic>>,
 ) {
-    let what = if classic.is_some() {
-        "the workers and php-fpm"
-    } else {
+    let what = if classic.is_empty() {
         "the workers"
+    } else {
+        "the workers and php-fpm"
     };
     shutdown_signal_then(stop, what, move || {
         for pool in &pools {
             pool.kill_all();
         }
-        if let Some(classic) = classic {
+        for classic in &classic {
             classic.kill_now();
         }
     })

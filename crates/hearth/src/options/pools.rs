@@ -1,8 +1,9 @@
-//! `[[serve.pool]]`: further worker pools of one `hearth serve`, each for
-//! the requests of some hosts or path prefixes, with its own worker script,
-//! workers, limits and timeouts. What a pool does not set it takes from
-//! `[serve]` (and the flags), whose own pool, the default one, takes every
-//! request no pool's route matches.
+//! `[[serve.pool]]`: further pools of one `hearth serve`, each for the
+//! requests of some hosts or path prefixes, with its own worker script (or,
+//! given a `root` and no `script`, a classic site run by php-fpm), workers,
+//! limits and timeouts. What a pool does not set it takes from `[serve]`
+//! (and the flags), whose own pool, the default one, takes every request no
+//! pool's route matches.
 //!
 //! ```toml
 //! [serve]
@@ -15,6 +16,11 @@
 //! script = "api/worker.php"
 //! workers = 8
 //! request_timeout = "5s"
+//!
+//! [[serve.pool]]
+//! name = "blog"
+//! path = "/blog/"
+//! root = "/var/www"              # /blog/x.php is /var/www/blog/x.php
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -22,7 +28,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::serve::ServeOptions;
-use super::values::{self, EnvVar, Seconds, Size};
+use super::values::{self, EnvVar, Fallback, IndexFiles, Seconds, Size};
 
 /// One `[[serve.pool]]` table.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -39,8 +45,14 @@ pub struct PoolSection {
     /// The pool's worker script (relative to the file).
     pub script: Option<PathBuf>,
     /// The pool's document root, for its static files and `DOCUMENT_ROOT`
-    /// (relative to the file) [default: none].
+    /// (relative to the file) [default: none]. Without a script, the pool
+    /// is a classic site: its scripts run in a php-fpm pool of its own.
     pub root: Option<PathBuf>,
+    /// A classic pool's index files [default: `[serve]`'s].
+    pub index: Option<IndexFiles>,
+    /// A classic pool's front controller, or `off` [default: `index.php`
+    /// under its first path prefix].
+    pub fallback: Option<Fallback>,
     pub workers: Option<usize>,
     pub min_workers: Option<usize>,
     pub scale_down_after: Option<Seconds>,
@@ -72,6 +84,8 @@ pub const KEYS: &[&str] = &[
     "path",
     "script",
     "root",
+    "index",
+    "fallback",
     "workers",
     "min_workers",
     "scale_down_after",
@@ -137,7 +151,26 @@ impl PoolSection {
         }
         options.ini.extend(self.ini.iter().cloned());
         options.env.extend(self.env.iter().cloned());
+        if let Some(index) = &self.index {
+            options.index = index.clone();
+        }
+        options.fallback = match &self.fallback {
+            Some(fallback) => fallback.clone(),
+            // nginx's `try_files $uri $uri/ /blog/index.php?$args` for a
+            // site under /blog/: its own front controller.
+            None => match self.path.first() {
+                Some(prefix) if self.is_classic() => {
+                    Fallback::Script(format!("{}/index.php", prefix.trim_end_matches('/')))
+                }
+                _ => options.fallback,
+            },
+        };
         options
+    }
+
+    /// Whether the pool is a classic site: a root and no worker script.
+    pub fn is_classic(&self) -> bool {
+        self.script.is_none() && self.root.is_some()
     }
 
     /// Makes the paths relative to the file's directory `dir` absolute.
@@ -212,8 +245,38 @@ pub fn fault(pools: &[PoolSection], base: &ServeOptions) -> Option<String> {
 }
 
 fn pool_fault(pool: &PoolSection, options: &ServeOptions) -> Option<String> {
-    if pool.script.is_none() {
-        return Some("needs a worker script (script)".to_owned());
+    if pool.script.is_none() && pool.root.is_none() {
+        return Some(
+            "needs a worker script (script), or a document root (root) for a classic site"
+                .to_owned(),
+        );
+    }
+    if pool.is_classic() {
+        let worker_only = [
+            ("php", pool.php.is_some()),
+            ("check_state", pool.check_state.is_some()),
+            ("boot_timeout", pool.boot_timeout.is_some()),
+            ("scale_down_after", pool.scale_down_after.is_some()),
+            ("idle_ttl", pool.idle_ttl.is_some()),
+        ];
+        if let Some((key, _)) = worker_only.iter().find(|(_, set)| *set) {
+            return Some(format!(
+                "{key} is for worker pools: this pool has a root and no script, a classic \
+                 site run by php-fpm (php_fpm in [serve] names its binary)"
+            ));
+        }
+        if let Some(why) = options.fallback.fault() {
+            return Some(format!("fallback {why}"));
+        }
+        if let Some(why) = options.index.fault() {
+            return Some(format!("index: {why}"));
+        }
+    } else if pool.index.is_some() || pool.fallback.is_some() {
+        return Some(
+            "index and fallback are for a classic pool (a root and no script); a worker \
+             script routes its own requests"
+                .to_owned(),
+        );
     }
     if pool.host.is_empty() && pool.path.is_empty() {
         return Some(
@@ -345,6 +408,57 @@ mod tests {
         let options = pools[0].options(&base());
         assert_eq!((options.workers(), options.min_workers()), (8, 8));
         assert_eq!(pools[0].hosts(), ["api.example.com", "*.api.example.com"]);
+    }
+
+    #[test]
+    fn a_pool_with_a_root_and_no_script_is_a_classic_site_with_its_own_front_controller() {
+        let pools = parse(
+            r#"
+            [[pool]]
+            name = "blog"
+            path = ["/blog/", "/news/"]
+            root = "/var/www"
+            "#,
+        );
+        assert!(pools[0].is_classic());
+        let options = pools[0].options(&base());
+        assert_eq!(options.fallback, Fallback::Script("/blog/index.php".into()));
+        assert_eq!(fault(&pools, &base()), None);
+        // Its own, when it names one; a host-only pool's is /index.php.
+        let pools = parse(
+            r#"
+            [[pool]]
+            name = "blog"
+            host = "blog.example.com"
+            root = "/var/www"
+            index = "index.html"
+            "#,
+        );
+        let options = pools[0].options(&base());
+        assert_eq!(options.fallback, Fallback::default());
+        assert_eq!(options.index.0, ["index.html"]);
+        let pools = parse(
+            r#"
+            [[pool]]
+            name = "blog"
+            path = "/blog/"
+            root = "/var/www"
+            fallback = "off"
+            "#,
+        );
+        assert_eq!(pools[0].options(&base()).fallback, Fallback::Off);
+        // A worker pool keeps [serve]'s.
+        let pools = parse(
+            r#"
+            [[pool]]
+            name = "api"
+            path = "/api/"
+            script = "/api/worker.php"
+            root = "/api/public"
+            "#,
+        );
+        assert!(!pools[0].is_classic());
+        assert_eq!(pools[0].options(&base()).fallback, Fallback::default());
     }
 
     /// Every key of a pool is one the docs' table of pool keys names.
