@@ -536,3 +536,59 @@ fn a_classic_pool_is_refused_what_only_workers_have() {
         assert!(err.contains(expected), "{toml}\n{err}");
     }
 }
+
+#[test]
+fn a_classic_site_as_the_default_pool_takes_what_the_worker_pools_do_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let site = dir.path().join("site");
+    std::fs::create_dir_all(&site).expect("mkdir site");
+    std::fs::write(
+        site.join("index.php"),
+        "<?php echo 'site ', PHP_SAPI, ' ', $_SERVER['SCRIPT_NAME'], ' ', $_SERVER['REQUEST_URI'];\n",
+    )
+    .expect("write index.php");
+    std::fs::write(site.join("legacy.php"), "<?php echo 'legacy';\n").expect("write legacy.php");
+    let socket = dir.path().join("control.sock");
+    let toml = format!(
+        r#"
+[serve]
+root = "site"
+workers = 1
+control_socket = "{socket}"
+
+[[serve.pool]]
+name = "api"
+path = "/api/"
+script = "{worker}"
+workers = 1
+ini = {{ "hearth_test.pool" = "api" }}
+"#,
+        worker = worker(),
+        socket = socket.display(),
+    );
+    let server = start(dir.path(), &toml, &[]);
+    assert_eq!(pool_of(&server, "localhost", "/api/users"), "api");
+    let (status, body, _) = get(&server, "localhost", "/legacy.php");
+    assert_eq!((status, body.as_str()), (200, "legacy"));
+    let (status, body, _) = get(&server, "localhost", "/some/page?x=1");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, "site fpm-fcgi /index.php /some/page?x=1");
+
+    let status = status_json(&socket);
+    assert_eq!(status["mode"], "classic", "{status}");
+    let pools = status["pools"].as_array().expect("pools");
+    assert_eq!(pools[0]["name"], "default");
+    assert_eq!(pools[0]["mode"], "classic");
+    assert_eq!(pools[1]["name"], "api");
+    assert_eq!(pools[1]["pool"]["live"], 1);
+    let reload = support::ctl(&["reload", "--control-socket", &socket.to_string_lossy()]);
+    let said = String::from_utf8_lossy(&reload.stdout);
+    assert!(reload.status.success(), "{reload:?}");
+    assert!(
+        said.contains("default: reloaded: php-fpm's children replaced")
+            && said.contains("api runs "),
+        "{said}"
+    );
+    assert_eq!(pool_of(&server, "localhost", "/api/users"), "api");
+    assert_eq!(get(&server, "localhost", "/legacy.php").1, "legacy");
+}

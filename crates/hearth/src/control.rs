@@ -361,9 +361,11 @@ pub async fn report(state: &ControlState) -> Value {
         }
         Engine::Pools(pools, classic) => {
             let default = pools.all().next().and_then(|r| r.workers());
-            let mut report = match default {
-                Some(pool) => status(state, pool),
-                None => json!({}),
+            let mut report = match (default, classic_of(classic, "default")) {
+                (Some(pool), _) => status(state, pool),
+                // The default pool is a classic site.
+                (None, Some(site)) => site.status(state).await,
+                (None, None) => json!({}),
             };
             let mut all = Vec::new();
             for route in pools.all() {

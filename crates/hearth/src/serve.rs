@@ -19,7 +19,12 @@ struct Setup {
     /// The listening socket systemd passed, if it did.
     inherited: Option<crate::systemd::Inherited>,
     threads: usize,
-    pool: PoolConfig,
+    /// The default pool's workers; none when it is a classic site
+    /// (`default`).
+    pool: Option<PoolConfig>,
+    /// The default pool when it is a classic site: `[serve]`'s root
+    /// without a worker script, beside `[[serve.pool]]`s.
+    default: Option<PoolSetup>,
     http: ServeConfig,
     demo: bool,
     /// A copy of the built-in files for workers running as `--user`; kept
@@ -78,6 +83,9 @@ struct MixedSetup {
 
 fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
     let observe = crate::observe::ObserveSetup::from_options(&options)?;
+    if options.script.is_none() && options.root.is_some() {
+        return resolve_classic_default(options, observe);
+    }
     let (script, demo) = match &options.script {
         Some(script) => (script.clone(), false),
         None => (assets::extract_demo()?, true),
@@ -165,10 +173,91 @@ fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
         listen: options.listen.clone(),
         inherited: None,
         threads: options.threads(),
-        pool,
+        pool: Some(pool),
+        default: None,
         http,
         demo,
         _private_assets: private_assets,
+    })
+}
+
+/// The pools of `[[serve.pool]]`, resolved.
+fn resolve_pools(options: &ServeOptions) -> anyhow::Result<Vec<PoolSetup>> {
+    let mut pools = Vec::new();
+    for section in &options.pool {
+        let own = section.options(options);
+        let context = || format!("[[serve.pool]] {}", section.name);
+        let kind = if section.is_classic() {
+            classic_kind(&own).with_context(context)?
+        } else {
+            let script = own.script.as_deref().unwrap_or(Path::new(""));
+            let (script, _) = worker_script(script).with_context(context)?;
+            let user = worker_user(own.user.as_deref()).with_context(context)?;
+            let mut config = own.pool_config(&script, user);
+            config.name = Some(section.name.clone());
+            config.document_root = document_root(own.root.as_deref()).with_context(context)?;
+            PoolKind::Workers(Box::new(config))
+        };
+        pools.push(PoolSetup {
+            name: section.name.clone(),
+            hosts: section.hosts(),
+            prefixes: section.path.clone(),
+            kind,
+            request_timeout: own.request_timeout.nonzero(),
+        });
+    }
+    Ok(pools)
+}
+
+/// A classic pool's site and php-fpm, from its options.
+fn classic_kind(own: &ServeOptions) -> anyhow::Result<PoolKind> {
+    let root = document_root(own.root.as_deref())?.unwrap_or_default();
+    let fpm = crate::classic::fpm_config(own)?;
+    fpm.find_binary()
+        .map_err(|e| anyhow::anyhow!("a classic site needs php-fpm: {e}"))?;
+    Ok(PoolKind::Classic {
+        root,
+        fpm: Box::new(fpm),
+        options: Box::new(own.clone()),
+    })
+}
+
+/// `[serve]` with a root and no worker script, beside `[[serve.pool]]`s:
+/// the default pool is a classic site, the others take their routes.
+fn resolve_classic_default(
+    options: ServeOptions,
+    observe: crate::observe::ObserveSetup,
+) -> anyhow::Result<Setup> {
+    let default = PoolSetup {
+        name: "default".to_owned(),
+        hosts: Vec::new(),
+        prefixes: Vec::new(),
+        kind: classic_kind(&options)?,
+        request_timeout: options.request_timeout.nonzero(),
+    };
+    let tls = match (&options.tls_cert, &options.tls_key) {
+        (Some(cert), Some(key)) => Some(hearth_http::TlsConfig::from_pem_files(cert, key)?),
+        _ => None,
+    };
+    if options.watch {
+        tracing::warn!(
+            "--watch follows a worker script: with a classic site as the default pool it \
+             watches nothing (reload with hearth reload or SIGHUP)"
+        );
+    }
+    Ok(Setup {
+        mixed: None,
+        pools: resolve_pools(&options)?,
+        observe,
+        watch: None,
+        listen: options.listen.clone(),
+        inherited: None,
+        threads: options.threads(),
+        pool: None,
+        default: Some(default),
+        http: options.serve_config(tls),
+        demo: false,
+        _private_assets: None,
     })
 }
 
@@ -275,7 +364,7 @@ pub fn run(options: ServeOptions) -> anyhow::Result<()> {
     // Before any thread or child process: it takes variables out of the
     // environment.
     let inherited = crate::systemd::take()?;
-    if options.script.is_none() && options.root.is_some() {
+    if options.script.is_none() && options.root.is_some() && options.pool.is_empty() {
         return crate::classic::run(options, inherited);
     }
     let mut setup = resolve(options)?;
@@ -298,47 +387,27 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
     let bound = crate::listen::bind(&setup.listen, setup.inherited.take()).await?;
     let addr = bound.addr.clone();
     let control = crate::observe::bind_control(&setup.observe, &addr)?;
-    let pool = Pool::start(setup.pool.clone()).await?;
-    let php = pool.php();
-    tracing::info!(
-        "hearth {} starting {} on {}://{} with {} ({} {}, {}, {})",
-        env!("CARGO_PKG_VERSION"),
-        if setup.demo {
-            "the built-in demo".to_owned()
-        } else if pool.paths().script == setup.pool.script {
-            setup.pool.script.display().to_string()
-        } else {
-            format!(
-                "{} ({})",
-                setup.pool.script.display(),
-                pool.paths().script.display()
-            )
-        },
-        if setup.http.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        },
-        addr,
-        if setup.pool.min_workers < setup.pool.workers {
-            format!(
-                "{} to {} workers",
-                setup.pool.min_workers, setup.pool.workers
-            )
-        } else {
-            plural(setup.pool.workers, "worker")
-        },
-        php.binary.display(),
-        php.version,
-        php.sapi,
-        match (&php.extension, php.native) {
-            (Some(path), _) => format!("Hearth extension {}", path.display()),
-            (None, true) => "Hearth extension from php.ini".to_owned(),
-            (None, false) => "no Hearth extension: the PHP library's request startup".to_owned(),
-        },
-    );
-    let mut routed: Vec<hearth_http::PoolRoute> = Vec::new();
     let mut classic_pools: crate::control::ClassicPools = Vec::new();
+    let pool = match (&setup.pool, &setup.default) {
+        (Some(config), _) => Some(start_default(config, &setup, &addr).await?),
+        (None, Some(default)) => {
+            tracing::info!(
+                "hearth {} starting on {}://{addr} with a classic site as the default pool",
+                env!("CARGO_PKG_VERSION"),
+                if setup.http.tls.is_some() {
+                    "https"
+                } else {
+                    "http"
+                },
+            );
+            if let (_, Some(fpm)) = start_pool(default).await.context("classic site")? {
+                classic_pools.push((default.name.clone(), fpm));
+            }
+            None
+        }
+        (None, None) => bail!("no pool to serve"),
+    };
+    let mut routed: Vec<hearth_http::PoolRoute> = Vec::new();
     for own in &setup.pools {
         let (target, fpm) = match start_pool(own).await {
             Ok(started) => started,
@@ -346,7 +415,7 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
                 let started: Vec<Pool> = routed
                     .iter()
                     .filter_map(|r| r.workers().cloned())
-                    .chain([pool.clone()])
+                    .chain(pool.clone())
                     .collect();
                 stop_pools(&started, &classic_pools).await;
                 return Err(e.context(format!("[[serve.pool]] {}", own.name)));
@@ -365,11 +434,20 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
     }
     let classic_pools = Arc::new(classic_pools);
     let pools = (!routed.is_empty()).then(|| {
+        let target = match (&pool, classic_pools.first()) {
+            (Some(pool), _) => hearth_http::Target::Workers(pool.clone()),
+            (None, Some((_, classic))) => {
+                let report: Arc<dyn hearth_http::PoolReport> = classic.clone();
+                hearth_http::Target::Classic(classic.site().clone(), report)
+            }
+            // One or the other has started.
+            (None, None) => unreachable!("the default pool has started"),
+        };
         let default = hearth_http::PoolRoute {
             name: "default".to_owned(),
             hosts: Vec::new(),
             prefixes: Vec::new(),
-            target: hearth_http::Target::Workers(pool.clone()),
+            target,
             request_timeout: setup.http.request_timeout,
         };
         Arc::new(hearth_http::Pools::new(default, routed))
@@ -377,28 +455,25 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
     // Every worker pool, the default one first.
     let all: Vec<Pool> = match &pools {
         Some(pools) => pools.all().filter_map(|r| r.workers().cloned()).collect(),
-        None => vec![pool.clone()],
+        None => pool.iter().cloned().collect(),
     };
-    if !php.supports_headers() {
-        tracing::warn!(
-            "{} is the CLI SAPI: header(), setcookie() and sessions are ignored there; use php-cgi for legacy apps (PSR-7 apps are fine)",
-            php.binary.display()
-        );
-    }
-    let classic = match &setup.mixed {
-        Some(mixed) => match start_classic(mixed).await {
+    let classic = match (&setup.mixed, &pool) {
+        (Some(mixed), Some(pool)) => match start_classic(mixed).await {
             Ok(classic) => Some(classic),
             Err(e) => {
                 pool.shutdown().await;
                 return Err(e);
             }
         },
-        None => None,
+        _ => None,
     };
-    let engine = match (&classic, &pools) {
-        (Some(classic), _) => crate::control::Engine::Mixed(pool.clone(), classic.clone()),
-        (None, Some(pools)) => crate::control::Engine::Pools(pools.clone(), classic_pools.clone()),
-        (None, None) => crate::control::Engine::Workers(pool.clone()),
+    let engine = match (&classic, &pools, &pool) {
+        (Some(classic), _, Some(pool)) => {
+            crate::control::Engine::Mixed(pool.clone(), classic.clone())
+        }
+        (_, Some(pools), _) => crate::control::Engine::Pools(pools.clone(), classic_pools.clone()),
+        (_, None, Some(pool)) => crate::control::Engine::Workers(pool.clone()),
+        (_, None, None) => unreachable!("no pools without a default worker pool"),
     };
     let observing = match crate::observe::start(&setup.observe, control, addr.clone(), engine).await
     {
@@ -423,15 +498,20 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
         others,
         classic_pools.clone(),
     ));
-    if setup.pool.debug {
-        tracing::warn!(
-            "debug mode (--debug): every request runs in a worker started for it, with its \
-             Xdebug triggers, and a request with a debugging trigger has no time limit; not \
-             for production (every request boots the app)"
-        );
-        tokio::spawn(report_debug_readiness(pool.clone()));
-    } else {
-        tokio::spawn(report_readiness(all.clone()));
+    match &pool {
+        Some(pool) if pool.config().debug => {
+            tracing::warn!(
+                "debug mode (--debug): every request runs in a worker started for it, with its \
+                 Xdebug triggers, and a request with a debugging trigger has no time limit; not \
+                 for production (every request boots the app)"
+            );
+            tokio::spawn(report_debug_readiness(pool.clone()));
+        }
+        // Only classic sites: php-fpm is up.
+        _ if all.is_empty() => crate::systemd::ready("php-fpm started"),
+        _ => {
+            tokio::spawn(report_readiness(all.clone()));
+        }
     }
     // A script that cannot boot at start ends `hearth serve` with the
     // reason, instead of leaving a server that answers 503 forever. Once a
@@ -482,8 +562,8 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
         addr: _,
         file: socket_file,
     } = bound;
-    match (&classic, &setup.mixed) {
-        (Some(classic), Some(mixed)) => {
+    match (&classic, &setup.mixed, &pools, &pool) {
+        (Some(classic), Some(mixed), _, Some(pool)) => {
             let site = hearth_http::MixedSite::new(
                 classic.site().clone(),
                 &mixed.front,
@@ -492,12 +572,13 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
             hearth_http::serve_mixed(listener, pool.clone(), Arc::new(site), http, shutdown)
                 .await?;
         }
-        _ => match &pools {
-            Some(pools) => {
-                hearth_http::serve_pools(listener, pools.clone(), http, shutdown).await?
-            }
-            None => hearth_http::serve(listener, pool.clone(), http, shutdown).await?,
-        },
+        (_, _, Some(pools), _) => {
+            hearth_http::serve_pools(listener, pools.clone(), http, shutdown).await?
+        }
+        (_, _, None, Some(pool)) => {
+            hearth_http::serve(listener, pool.clone(), http, shutdown).await?
+        }
+        (_, _, None, None) => unreachable!("no pools without a default worker pool"),
     }
     // Removes a unix socket's file.
     drop(socket_file);
@@ -523,6 +604,57 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
         Some(e) => Err(e.into()),
         None => Ok(()),
     }
+}
+
+/// Starts the default pool's workers and says so.
+async fn start_default(
+    config: &PoolConfig,
+    setup: &Setup,
+    addr: &hearth_http::ListenAddr,
+) -> anyhow::Result<Pool> {
+    let pool = Pool::start(config.clone()).await?;
+    let php = pool.php();
+    tracing::info!(
+        "hearth {} starting {} on {}://{} with {} ({} {}, {}, {})",
+        env!("CARGO_PKG_VERSION"),
+        if setup.demo {
+            "the built-in demo".to_owned()
+        } else if pool.paths().script == config.script {
+            config.script.display().to_string()
+        } else {
+            format!(
+                "{} ({})",
+                config.script.display(),
+                pool.paths().script.display()
+            )
+        },
+        if setup.http.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        },
+        addr,
+        if config.min_workers < config.workers {
+            format!("{} to {} workers", config.min_workers, config.workers)
+        } else {
+            plural(config.workers, "worker")
+        },
+        php.binary.display(),
+        php.version,
+        php.sapi,
+        match (&php.extension, php.native) {
+            (Some(path), _) => format!("Hearth extension {}", path.display()),
+            (None, true) => "Hearth extension from php.ini".to_owned(),
+            (None, false) => "no Hearth extension: the PHP library's request startup".to_owned(),
+        },
+    );
+    if !php.supports_headers() {
+        tracing::warn!(
+            "{} is the CLI SAPI: header(), setcookie() and sessions are ignored there; use php-cgi for legacy apps (PSR-7 apps are fine)",
+            php.binary.display()
+        );
+    }
+    Ok(pool)
 }
 
 /// Starts a mixed site's php-fpm pool and says so.
@@ -561,6 +693,10 @@ async fn start_pool(
         .map(|h| format!("host {h}"))
         .chain(own.prefixes.iter().map(|p| format!("{p}*")))
         .collect();
+    let route = match route.is_empty() {
+        true => "every other request".to_owned(),
+        false => route.join(", "),
+    };
     match &own.kind {
         PoolKind::Workers(config) => {
             let started = Pool::start((**config).clone()).await?;
@@ -573,7 +709,7 @@ async fn start_pool(
                 } else {
                     plural(config.workers, "worker")
                 },
-                route.join(", ")
+                route
             );
             Ok((hearth_http::Target::Workers(started), None))
         }
@@ -593,10 +729,13 @@ async fn start_pool(
                             max_children,
                             ..
                         } => format!("{start} to {max_children} children"),
-                        _ => plural(classic.site().children(), "child"),
+                        _ => match classic.site().children() {
+                            1 => "1 child".to_owned(),
+                            n => format!("{n} children"),
+                        },
                     },
                     dir.display(),
-                    route.join(", ")
+                    route
                 );
             }
             let report: Arc<dyn hearth_http::PoolReport> = classic.clone();
@@ -747,7 +886,7 @@ pub(crate) fn worker_user(spec: Option<&str>) -> anyhow::Result<Option<hearth_po
 /// the watcher moves to where a switched symlink points. Switching such a
 /// symlink is itself a change that reloads.
 async fn reloader(
-    pool: Pool,
+    pool: Option<Pool>,
     watch: Option<Option<PathBuf>>,
     classic: Option<Arc<crate::classic::Classic>>,
     others: Vec<(String, Pool)>,
@@ -766,6 +905,16 @@ async fn reloader(
         }
         Err(e) => tracing::warn!("cannot listen for SIGHUP, reloads need a restart: {e}"),
     }
+    let Some(pool) = pool else {
+        // The default pool is a classic site: the other pools only.
+        while let Some(why) = rx.recv().await {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            while rx.try_recv().is_ok() {}
+            let _reloading = crate::systemd::Reloading::begin();
+            reload_others(&why, &others, &classic_pools).await;
+        }
+        return;
+    };
     let mut watching = watch.map(|dir| Watching {
         dir,
         targets: None,
@@ -816,23 +965,32 @@ async fn reloader(
                 }
             ),
         }
-        // The other pools, each on its own.
-        for (name, other) in &others {
-            match other.reload().await {
-                Ok(paths) => tracing::info!(
-                    "reload done: every worker of pool {name} runs {}",
-                    paths.script.display()
-                ),
-                Err(e) => tracing::error!(
-                    "reload of pool {name} failed, its old workers keep serving: {e}"
-                ),
+        reload_others(&why, &others, &classic_pools).await;
+    }
+}
+
+/// Reloads the pools other than the default worker pool, each on its
+/// own: the other worker pools, then the classic ones' php-fpm.
+async fn reload_others(
+    why: &str,
+    others: &[(String, Pool)],
+    classic_pools: &crate::control::ClassicPools,
+) {
+    for (name, other) in others {
+        match other.reload().await {
+            Ok(paths) => tracing::info!(
+                "reload done: every worker of pool {name} runs {}",
+                paths.script.display()
+            ),
+            Err(e) => {
+                tracing::error!("reload of pool {name} failed, its old workers keep serving: {e}")
             }
         }
-        for (name, classic) in classic_pools.iter() {
-            tracing::info!("{why}: reloading pool {name}'s php-fpm");
-            // Logs its outcome itself.
-            let _ = classic.reload().await;
-        }
+    }
+    for (name, classic) in classic_pools {
+        tracing::info!("{why}: reloading pool {name}'s php-fpm");
+        // Logs its outcome itself.
+        let _ = classic.reload().await;
     }
 }
 

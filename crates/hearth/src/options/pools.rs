@@ -192,20 +192,21 @@ impl PoolSection {
 }
 
 /// Why the pools cannot be used, if they cannot: each needs a name of its
-/// own, a worker script and a route, and `base` must have a worker script
-/// of its own (the default pool) in worker mode.
+/// own, a worker script (or a root) and a route, and `base` must have a
+/// worker script of its own in worker mode, or a root without one (the
+/// default pool is then a classic site), not a mixed site.
 pub fn fault(pools: &[PoolSection], base: &ServeOptions) -> Option<String> {
     if pools.is_empty() {
         return None;
     }
-    if base.script.is_none() {
+    if base.script.is_none() && base.root.is_none() {
         return Some(
-            "needs a worker script in [serve] (script): its pool takes the requests no \
-             [[serve.pool]] route matches"
+            "needs a worker script (script) or a document root (root, a classic site) in \
+             [serve]: its pool takes the requests no [[serve.pool]] route matches"
                 .to_owned(),
         );
     }
-    if base.root.is_some() && base.classic != values::ClassicChoice::Off {
+    if base.script.is_some() && base.root.is_some() && base.classic != values::ClassicChoice::Off {
         return Some(
             "is for worker mode: with a document root in [serve], set classic = \"off\" \
              (a mixed site's php-fpm pool cannot be combined with other worker pools yet)"
@@ -545,8 +546,20 @@ mod tests {
             script: None,
             ..base()
         };
-        assert!(
-            fault(&one, &no_script).is_some_and(|w| w.contains("needs a worker script in [serve]"))
-        );
+        assert!(fault(&one, &no_script)
+            .is_some_and(|w| w.contains("needs a worker script (script) or a document root")));
+        // A root without a script: the default pool is a classic site.
+        let classic_default = ServeOptions {
+            script: None,
+            root: Some("/var/www".into()),
+            ..base()
+        };
+        assert_eq!(fault(&one, &classic_default), None);
+        // A mixed site's php-fpm cannot be combined with pools.
+        let mixed = ServeOptions {
+            root: Some("/var/www".into()),
+            ..base()
+        };
+        assert!(fault(&one, &mixed).is_some_and(|w| w.contains("classic = \"off\"")));
     }
 }
