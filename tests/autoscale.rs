@@ -331,6 +331,70 @@ fn workers_dying_on_requests_give_503_until_a_fixed_deploy_is_reloaded() {
 }
 
 #[test]
+fn workers_dying_on_most_requests_but_never_3_in_a_row_are_a_crash_loop() {
+    let dir = support::tempdir();
+    let socket = dir.path().join("control.sock");
+    let script = dir.path().join("worker.php");
+    // One route of three works; the other two end the worker.
+    write_script(
+        &script,
+        "if (str_starts_with($_SERVER['REQUEST_URI'], '/broken')) { exit(1); } echo 'ok';",
+    );
+    let server = Server::start(
+        &script,
+        &[
+            "--workers",
+            "1",
+            "--control-socket",
+            &socket.to_string_lossy(),
+        ],
+    );
+    // In order: two that kill their worker, then one served, so never
+    // three deaths in a row. The client waits for each response, and each
+    // worker dies after its response has gone, so the requests after a
+    // death wait for its replacement, which the crash loop's backoff
+    // delays: the loop shows in the log, the status and 503s.
+    let mut seen_failing = false;
+    let mut refused = 0;
+    for _ in 0..10 {
+        for path in ["/broken/a", "/broken/b", "/fine"] {
+            match server.get(path).status {
+                503 => refused += 1,
+                status => assert_eq!(status, 200, "{}", server.log()),
+            }
+            let status = support::status_json(&socket);
+            if status["pool"]["failing_state"]["cause"] == "requests" {
+                seen_failing = true;
+            }
+        }
+        if seen_failing {
+            break;
+        }
+    }
+    let log = server.log();
+    assert!(
+        log.contains("workers are dying on requests (") && log.contains(" of the last "),
+        "workers dying on 2 requests of 3 were never a crash loop:\n{log}"
+    );
+    assert!(
+        !log.contains(" in a row, the last"),
+        "it was called 3 in a row:\n{log}"
+    );
+    assert!(seen_failing, "the status never said failing:\n{log}");
+    eprintln!("{refused} requests refused with 503");
+    // A fixed deploy, reloaded: served again.
+    write_script(&script, "echo 'ok';");
+    let reload = support::ctl(&["reload", "--control-socket", &socket.to_string_lossy()]);
+    assert!(reload.status.success(), "{reload:?}");
+    support::eventually(WAIT, "served again after the fix", || {
+        (server.get("/broken/a").status == 200).then_some(())
+    });
+    for path in ["/broken/a", "/broken/b", "/fine"] {
+        assert_eq!(server.get(path).status, 200);
+    }
+}
+
+#[test]
 fn workers_that_exit_with_status_0_after_each_request_are_not_a_crash_loop() {
     let dir = support::tempdir();
     let socket = dir.path().join("control.sock");

@@ -5,12 +5,15 @@
 //! may go to a worker at all.
 //!
 //! After [`CRASH_LOOP_AFTER`] workers in a row died on a request, with no
-//! request served in between, the pool is failing: requests are answered
+//! request served in between, or once workers died on most of the last
+//! [`WINDOW`] requests (a worker that serves one request and dies on the
+//! next, over and over), the pool is failing: requests are answered
 //! at once (503, with `Retry-After`) instead of being handed to workers
 //! that would die on them, and supervisors wait before replacing a dead
 //! worker, backing off as for boot failures. One request at a time, after
 //! each backoff, is let through to try again; when one is served (the
-//! deploy was fixed, a reload ran), the pool serves again.
+//! deploy was fixed, a reload ran), the pool serves again, with its record
+//! of recent requests cleared.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -20,6 +23,15 @@ use std::time::{Duration, Instant, SystemTime};
 /// between, before the pool calls it a crash loop: one death is an
 /// accident, and the request that caused it already got its answer.
 pub(crate) const CRASH_LOOP_AFTER: u32 = 3;
+
+/// The recent requests whose outcomes (served, or the worker died) are
+/// kept while some worker died on one: when most of them died, the pool
+/// is in a crash loop even without [`CRASH_LOOP_AFTER`] in a row.
+pub(crate) const WINDOW: u32 = 20;
+
+/// Outcomes needed before their share counts: a pool that just started
+/// is not judged on its first few requests.
+const WINDOW_MIN: u32 = 10;
 
 /// The wait before the `failures`th attempt in a row: 100 ms, doubled at
 /// each failure, at most `max`.
@@ -65,8 +77,8 @@ pub struct Failing {
 /// The pool's record of workers dying on requests.
 #[derive(Debug, Default)]
 pub(crate) struct RequestHealth {
-    /// Some worker died on a request since the last one served: the
-    /// request path takes the lock only then.
+    /// Some worker died on one of the recent requests: the request path
+    /// takes the lock only then.
     troubled: AtomicBool,
     /// In a crash loop: requests are refused but for one per backoff.
     failing: AtomicBool,
@@ -83,6 +95,38 @@ struct LoopState {
     last_error: String,
     /// When the next request is let through to a worker.
     next_attempt: Option<Instant>,
+    /// Workers dead on a request since the loop began.
+    loop_crashes: u32,
+    /// The recent outcomes, newest in bit 0: 1 when the worker died.
+    outcomes: u32,
+    /// How many of [`WINDOW`] outcomes `outcomes` holds.
+    seen: u32,
+}
+
+impl LoopState {
+    fn record(&mut self, died: bool) {
+        let mask = (1u32 << WINDOW) - 1;
+        self.outcomes = ((self.outcomes << 1) | u32::from(died)) & mask;
+        self.seen = (self.seen + 1).min(WINDOW);
+    }
+
+    fn deaths(&self) -> u32 {
+        self.outcomes.count_ones()
+    }
+
+    /// Workers died on most of the recent requests.
+    fn mostly_dying(&self) -> bool {
+        self.seen >= WINDOW_MIN && self.deaths() * 2 > self.seen
+    }
+
+    /// Why the pool is failing, for the log and the 503's reason.
+    fn why(&self) -> String {
+        if self.streak >= CRASH_LOOP_AFTER {
+            format!("{} in a row", self.streak)
+        } else {
+            format!("{} of the last {} requests", self.deaths(), self.seen)
+        }
+    }
 }
 
 impl RequestHealth {
@@ -98,25 +142,28 @@ impl RequestHealth {
         self.crashes.fetch_add(1, Ordering::Relaxed);
         let mut s = self.state();
         s.streak = s.streak.saturating_add(1);
+        s.record(true);
         s.last_error = why;
         self.troubled.store(true, Ordering::Release);
-        if s.streak < CRASH_LOOP_AFTER || !loops {
+        let failing = self.failing.load(Ordering::Acquire);
+        if !loops || !(failing || s.streak >= CRASH_LOOP_AFTER || s.mostly_dying()) {
             return None;
         }
-        let delay = backoff(s.streak - CRASH_LOOP_AFTER + 1, max_backoff);
+        s.loop_crashes = s.loop_crashes.saturating_add(1);
+        let delay = backoff(s.loop_crashes, max_backoff);
         if !self.failing.swap(true, Ordering::AcqRel) {
             s.since = Some(SystemTime::now());
             tracing::error!(
-                "workers are dying on requests ({} in a row, the last: {}); answering 503 and \
+                "workers are dying on requests ({}, the last: {}); answering 503 and \
                  trying one request again in {:.1}s",
-                s.streak,
+                s.why(),
                 s.last_error,
                 delay.as_secs_f64()
             );
         } else {
             tracing::warn!(
                 "a worker died on a request again (attempt {}): {}; next try in {:.1}s",
-                s.streak,
+                s.loop_crashes,
                 s.last_error,
                 delay.as_secs_f64()
             );
@@ -126,7 +173,8 @@ impl RequestHealth {
     }
 
     /// A request was served and its worker lived: the crash loop, if any,
-    /// is over. One atomic load when all is well.
+    /// is over. One atomic load when all is well (no worker died on any
+    /// of the recent requests).
     pub fn served(&self) {
         if !self.troubled.load(Ordering::Acquire) {
             return;
@@ -135,11 +183,17 @@ impl RequestHealth {
         if self.failing.swap(false, Ordering::AcqRel) {
             tracing::info!(
                 "a worker served a request again after {} worker(s) died on one; serving again",
-                s.streak
+                s.loop_crashes
             );
+            *s = LoopState::default();
+        } else {
+            s.streak = 0;
+            s.record(false);
         }
-        *s = LoopState::default();
-        self.troubled.store(false, Ordering::Release);
+        if s.deaths() == 0 {
+            *s = LoopState::default();
+            self.troubled.store(false, Ordering::Release);
+        }
     }
 
     /// Whether a request may go to a worker: always, but in a crash loop,
@@ -153,8 +207,9 @@ impl RequestHealth {
         let now = Instant::now();
         match s.next_attempt {
             Some(at) if at > now => Err(format!(
-                "workers are dying on requests ({} in a row): {}",
-                s.streak, s.last_error
+                "workers are dying on requests ({}): {}",
+                s.why(),
+                s.last_error
             )),
             _ => {
                 // This request tries again. If it is never answered (its
@@ -165,11 +220,15 @@ impl RequestHealth {
         }
     }
 
-    /// The next request tries again at once (the code was reloaded).
+    /// The next request tries again at once (the code was reloaded), and
+    /// the outcomes of the old code's requests no longer count.
     pub fn retry_now(&self) {
-        if self.failing.load(Ordering::Acquire) {
-            self.state().next_attempt = None;
+        if !self.troubled.load(Ordering::Acquire) {
+            return;
         }
+        let mut s = self.state();
+        s.next_attempt = None;
+        (s.outcomes, s.seen) = (0, 0);
     }
 
     /// The crash loop, if the pool is in one.
@@ -227,6 +286,54 @@ mod tests {
         assert!(h.failing().is_none());
         assert!(h.admit().is_ok());
         assert_eq!(h.crashes(), 5);
+    }
+
+    #[test]
+    fn workers_dying_on_most_requests_are_a_crash_loop_too() {
+        let h = RequestHealth::default();
+        // Workers dying on 3 requests in 5, never 3 in a row.
+        let pattern = [false, true, false, true, true].repeat(4);
+        let mut pause = None;
+        for (at, died) in pattern.into_iter().enumerate() {
+            if !died {
+                h.served();
+                continue;
+            }
+            pause = h.crashed("exit status 255".into(), MAX, true);
+            if pause.is_some() {
+                // The share counts once 10 requests are known.
+                assert!(at >= WINDOW_MIN as usize - 1, "a loop after {at} requests");
+                break;
+            }
+        }
+        assert_eq!(pause, Some(Duration::from_millis(100)));
+        let failing = h.failing().expect("failing");
+        assert!(
+            h.admit().unwrap_err().contains("of the last"),
+            "{failing:?}"
+        );
+        // One served: over, and the record starts again.
+        h.retry_now();
+        assert!(h.admit().is_ok());
+        h.served();
+        assert!(h.failing().is_none());
+        assert!(h.crashed("exit status 1".into(), MAX, true).is_none());
+    }
+
+    #[test]
+    fn a_worker_dying_on_one_request_in_three_is_no_crash_loop() {
+        let h = RequestHealth::default();
+        for _ in 0..30 {
+            h.served();
+            h.served();
+            assert!(h.crashed("exit status 1".into(), MAX, true).is_none());
+        }
+        assert!(h.failing().is_none());
+        // Twenty served in a row clear the record: back to one load.
+        for _ in 0..WINDOW {
+            h.served();
+        }
+        assert!(!h.troubled.load(Ordering::Acquire));
     }
 
     #[test]
