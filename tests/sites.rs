@@ -628,4 +628,108 @@ mod dokuwiki {
             f.text()
         );
     }
+
+    /// The same DokuWiki under `/wiki/`, as a classic pool of a server
+    /// whose other requests go to a worker app (docs/configuration.md,
+    /// "Classic pools"): it finds its base from `SCRIPT_NAME`, so its
+    /// links, styles, login cookie and edits all live under the prefix.
+    #[test]
+    fn dokuwiki_runs_under_a_prefix_as_a_classic_pool_beside_a_worker_app() {
+        let dir = site_dir();
+        let root = setup_site("dokuwiki.sh", &dir.path().join("site"));
+        // nginx's `root` inside `location /wiki/`: the pool's root holds
+        // the site as wiki/ (a link to the copy's root, inside it: a
+        // link out of the pool's root is refused).
+        let pool_root = dir.path().join("site");
+        std::os::unix::fs::symlink("root", pool_root.join("wiki")).expect("symlink");
+        let config = dir.path().join("hearth.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[serve]\nscript = \"{}\"\nworkers = 1\n\n[[serve.pool]]\nname = \"wiki\"\n\
+                 path = \"/wiki/\"\nroot = \"{}\"\nworkers = 2\n",
+                support::fixture("pools/worker.php").display(),
+                pool_root.display()
+            ),
+        )
+        .expect("write hearth.toml");
+        let server = Server::spawn_args(&[
+            "serve".into(),
+            "--config".into(),
+            config.display().to_string(),
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--php".into(),
+            support::php_binary(),
+        ]);
+        server.wait_until_ready();
+        let mut wiki = Side {
+            index: 1,
+            addr: server.addr,
+            jar: CookieJar::default(),
+        };
+
+        let page = wiki.send(&Req::new("GET", "/wiki/doku.php?id=start"));
+        assert_eq!(page.status, 200, "{}", page.text());
+        let html = page.text();
+        assert!(html.contains("Hearth DokuWiki"), "{html}");
+        assert!(
+            html.contains("href=\"/wiki/doku.php?id=wiki:welcome\"")
+                || html.contains("href=\"/wiki/doku.php?id=wiki%3Awelcome\""),
+            "links under the prefix: {html}"
+        );
+        assert!(
+            html.contains("/wiki/lib/exe/css.php"),
+            "styles under the prefix: {html}"
+        );
+        let css = wiki.send(&Req::new("GET", "/wiki/lib/exe/css.php?t=dokuwiki"));
+        assert_eq!(css.status, 200);
+        assert!(css
+            .header("content-type")
+            .is_some_and(|t| t.starts_with("text/css")));
+        let logo = std::fs::read(root.join("lib/tpl/dokuwiki/images/logo.png")).expect("logo");
+        let got = wiki.send(&Req::new("GET", "/wiki/lib/tpl/dokuwiki/images/logo.png"));
+        assert_eq!(
+            (got.status, got.body == logo),
+            (200, true),
+            "the static logo"
+        );
+
+        // Log in and save an edit: the session and the login cookie are
+        // the prefix's.
+        let (_, fields) = form(
+            &wiki
+                .send(&Req::new("GET", "/wiki/doku.php?id=start&do=login"))
+                .text(),
+            "id=\"dw__login\"",
+        );
+        let login = wiki.send(
+            &Req::new("POST", "/wiki/doku.php?id=start").form(&urlencoded(&[
+                ("sectok".into(), field(&fields, "sectok").to_owned()),
+                ("id".into(), "start".into()),
+                ("do".into(), "login".into()),
+                ("u".into(), "admin".into()),
+                ("p".into(), PASSWORD.into()),
+            ])),
+        );
+        assert_eq!(login.status, 302, "logged in: {}", login.text());
+        let cookies = login.headers_named("set-cookie");
+        assert!(
+            cookies.iter().any(|c| c.contains("path=/wiki/")),
+            "the login cookie's path is the prefix: {cookies:?}"
+        );
+        let page = "/wiki/doku.php?id=playground:playground";
+        let edit = wiki.send(&Req::new("GET", &format!("{page}&do=edit")));
+        let saved = wiki.send(&save(&edit));
+        assert_eq!(saved.status, 302, "saved: {}", saved.text());
+        assert!(wiki
+            .send(&Req::new("GET", page))
+            .text()
+            .contains("hearthword"));
+
+        // The rest of the server is the worker app's.
+        let app = wiki.send(&Req::new("GET", "/doku.php"));
+        assert_eq!(app.status, 200);
+        assert!(app.text().starts_with("default "), "{}", app.text());
+    }
 }
