@@ -592,3 +592,77 @@ ini = {{ "hearth_test.pool" = "api" }}
     assert_eq!(pool_of(&server, "localhost", "/api/users"), "api");
     assert_eq!(get(&server, "localhost", "/legacy.php").1, "legacy");
 }
+
+#[test]
+fn a_mixed_site_as_the_default_pool_keeps_its_php_fpm_beside_other_pools() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let public = dir.path().join("public");
+    std::fs::create_dir_all(&public).expect("mkdir public");
+    // The front controller runs in the workers; legacy.php in php-fpm.
+    std::fs::write(
+        public.join("index.php"),
+        format!(
+            "<?php\nrequire '{}';\nHearth\\Worker::serve(static function (): void {{ echo 'front ', PHP_SAPI; }});\n",
+            support::root().join("php/autoload.php").display()
+        ),
+    )
+    .expect("write index.php");
+    std::fs::write(
+        public.join("legacy.php"),
+        "<?php echo 'legacy ', PHP_SAPI;\n",
+    )
+    .expect("write legacy.php");
+    let socket = dir.path().join("control.sock");
+    let toml = format!(
+        r#"
+[serve]
+script = "public/index.php"
+root = "public"
+workers = 1
+control_socket = "{socket}"
+
+[[serve.pool]]
+name = "api"
+path = "/api/"
+script = "{worker}"
+workers = 1
+ini = {{ "hearth_test.pool" = "api" }}
+"#,
+        worker = worker(),
+        socket = socket.display(),
+    );
+    let server = start(dir.path(), &toml, &[]);
+    assert!(
+        server
+            .log()
+            .contains("mixed site: /index.php runs in the workers"),
+        "{}",
+        server.log()
+    );
+    assert_eq!(pool_of(&server, "localhost", "/api/users"), "api");
+    let (status, body, _) = get(&server, "localhost", "/anything");
+    assert_eq!((status, body.as_str()), (200, "front cgi-fcgi"));
+    let (status, body, _) = get(&server, "localhost", "/legacy.php");
+    assert_eq!((status, body.as_str()), (200, "legacy fpm-fcgi"));
+
+    let status = status_json(&socket);
+    let default = &status["pools"][0];
+    assert_eq!(default["mode"], "mixed", "{status}");
+    assert!(
+        default["classic"]["pool"]["max_workers"].is_u64(),
+        "{status}"
+    );
+    let reload = support::ctl(&["reload", "--control-socket", &socket.to_string_lossy()]);
+    let said = String::from_utf8_lossy(&reload.stdout);
+    assert!(reload.status.success(), "{reload:?}");
+    assert!(
+        said.contains("default runs ")
+            && said.contains("default: reloaded: php-fpm's children replaced")
+            && said.contains("api runs "),
+        "{said}"
+    );
+    assert_eq!(
+        get(&server, "localhost", "/legacy.php").1,
+        "legacy fpm-fcgi"
+    );
+}

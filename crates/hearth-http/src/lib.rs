@@ -22,10 +22,11 @@
 //!   that wires a request to a static file or a worker.
 //! - `h2`: HTTP/2 connections, closed when idle or on shutdown.
 //! - `protocol`: what a new connection speaks (TLS, ALPN, h2c preface).
+//! - `routes`: several pools behind one server (workers, a classic
+//!   site, a mixed site), each request to the pool its host and path
+//!   pick.
 //! - `mixed`: mixed sites' requests: to the workers (the front
 //!   controller) or answered as classic mode answers them.
-//! - `routes`: several worker pools behind one server, each request to
-//!   the pool its host and path pick.
 //! - `classic`: classic mode's requests: routed as nginx would, then a
 //!   static file, a redirect, an error page or a php-fpm child.
 //! - `request`: a request as a worker receives it: body, `$_SERVER` (with

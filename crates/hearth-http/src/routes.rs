@@ -25,6 +25,7 @@ use http::StatusCode;
 
 use crate::classic::{self, ClassicSite};
 use crate::metrics::{PoolReport, PoolSnapshot};
+use crate::mixed::MixedSite;
 
 /// What runs a pool's requests.
 #[derive(Debug, Clone)]
@@ -34,6 +35,9 @@ pub enum Target {
     /// A classic site: its scripts run by a php-fpm pool, whose state
     /// `report` reads for the metrics and `/readyz`.
     Classic(Arc<ClassicSite>, Arc<dyn PoolReport>),
+    /// A mixed site: its front controller in the workers, its other
+    /// scripts in php-fpm (the default pool only).
+    Mixed(Pool, Arc<MixedSite>),
 }
 
 /// One pool and the requests it takes.
@@ -57,7 +61,7 @@ impl PoolRoute {
     /// The pool's workers, when it runs a worker script.
     pub fn workers(&self) -> Option<&Pool> {
         match &self.target {
-            Target::Workers(pool) => Some(pool),
+            Target::Workers(pool) | Target::Mixed(pool, _) => Some(pool),
             Target::Classic(..) => None,
         }
     }
@@ -67,12 +71,13 @@ impl PoolRoute {
         match &self.target {
             Target::Workers(pool) => pool.config().workers,
             Target::Classic(site, _) => site.children(),
+            Target::Mixed(pool, mixed) => pool.config().workers.max(mixed.site().children()),
         }
     }
 
     fn report(&self) -> PoolSnapshot {
         match &self.target {
-            Target::Workers(pool) => pool.report(),
+            Target::Workers(pool) | Target::Mixed(pool, _) => pool.report(),
             Target::Classic(_, report) => report.report(),
         }
     }

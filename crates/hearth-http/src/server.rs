@@ -51,6 +51,14 @@ enum Backend {
     Mixed(Pool, Arc<MixedSite>),
 }
 
+/// What runs one request: [`Backend`]'s, or its route's [`Target`].
+#[derive(Clone, Copy)]
+enum Runs<'a> {
+    Workers(&'a Pool),
+    Classic(&'a Arc<ClassicSite>),
+    Mixed(&'a Pool, &'a MixedSite),
+}
+
 #[derive(Debug)]
 struct App {
     backend: Backend,
@@ -419,30 +427,34 @@ async fn respond(
         responses: &app.responses,
         conn: &conn,
     };
-    let (pool, static_first, request_timeout) = match &app.backend {
-        Backend::Workers(pool) => (pool, true, config.request_timeout),
+    // What runs this request, and its time limit once a worker has it.
+    let (runs, request_timeout) = match &app.backend {
+        Backend::Workers(pool) => (Runs::Workers(pool), config.request_timeout),
         Backend::Routed(pools) => match pools.pick(&parts) {
-            Ok(route) => match &route.target {
-                Target::Workers(pool) => (pool, true, route.request_timeout),
-                Target::Classic(site, _) => {
-                    let turn = match wait_turn(&turns, site.queue_timeout(), &conn, &app).await {
-                        Some(turn) => turn,
-                        None => return Ok(unavailable(config)),
-                    };
-                    return Ok(classic::respond(site, parts, incoming, Box::new(turn), cx).await);
-                }
-            },
+            Ok(route) => (
+                match &route.target {
+                    Target::Workers(pool) => Runs::Workers(pool),
+                    Target::Classic(site, _) => Runs::Classic(site),
+                    Target::Mixed(pool, mixed) => Runs::Mixed(pool, mixed),
+                },
+                route.request_timeout,
+            ),
             Err(status) => return Ok(response::error_page(status)),
         },
-        Backend::Classic(site) => {
+        Backend::Classic(site) => (Runs::Classic(site), config.request_timeout),
+        Backend::Mixed(pool, mixed) => (Runs::Mixed(pool, mixed), config.request_timeout),
+    };
+    let (pool, static_first) = match runs {
+        Runs::Workers(pool) => (pool, true),
+        Runs::Classic(site) => {
             let turn = match wait_turn(&turns, site.queue_timeout(), &conn, &app).await {
                 Some(turn) => turn,
                 None => return Ok(unavailable(config)),
             };
             return Ok(classic::respond(site, parts, incoming, Box::new(turn), cx).await);
         }
-        Backend::Mixed(pool, mixed) => match mixed.decide(&parts) {
-            Decision::Worker { static_first } => (pool, static_first, config.request_timeout),
+        Runs::Mixed(pool, mixed) => match mixed.decide(&parts) {
+            Decision::Worker { static_first } => (pool, static_first),
             Decision::Answer(response) => return Ok(response),
             Decision::Classic(routed) => {
                 let site = mixed.site();

@@ -370,7 +370,16 @@ pub async fn report(state: &ControlState) -> Value {
             let mut all = Vec::new();
             for route in pools.all() {
                 let mut one = match (route.workers(), classic_of(classic, &route.name)) {
-                    (Some(pool), _) => pool_status(pool),
+                    (Some(pool), None) => pool_status(pool),
+                    // A mixed site: its workers, and php-fpm's children.
+                    (Some(pool), Some(fpm)) => {
+                        let mut one = pool_status(pool);
+                        let (fpm_pool, children, _) = fpm.children().await;
+                        one["mode"] = json!("mixed");
+                        one["root"] = json!(fpm.site().real_root());
+                        one["classic"] = json!({"pool": fpm_pool, "workers": children});
+                        one
+                    }
                     (None, Some(classic)) => {
                         let (fpm, children, _) = classic.children().await;
                         json!({
@@ -496,6 +505,13 @@ pub async fn reload_pools(
                     paths.script.display()
                 );
                 done.push(format!("{} runs {}", route.name, paths.script.display()));
+                // A mixed site's php-fpm (and its root) follow its workers.
+                if let Some(fpm) = classic_of(classic, &route.name) {
+                    match fpm.reload().await {
+                        Ok(message) => done.push(format!("{}: {message}", route.name)),
+                        Err(e) => failed.push(format!("pool {}: {e}", route.name)),
+                    }
+                }
             }
             Err(e) => {
                 tracing::error!(

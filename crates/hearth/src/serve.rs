@@ -433,9 +433,36 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
         });
     }
     let classic_pools = Arc::new(classic_pools);
+    // A mixed site's php-fpm half.
+    let classic = match (&setup.mixed, &pool) {
+        (Some(mixed), Some(pool)) => match start_classic(mixed).await {
+            Ok(classic) => Some(classic),
+            Err(e) => {
+                let started: Vec<Pool> = routed
+                    .iter()
+                    .filter_map(|r| r.workers().cloned())
+                    .chain([pool.clone()])
+                    .collect();
+                stop_pools(&started, &classic_pools).await;
+                return Err(e);
+            }
+        },
+        _ => None,
+    };
+    let mixed_site = match (&classic, &setup.mixed) {
+        (Some(classic), Some(mixed)) => Some(Arc::new(hearth_http::MixedSite::new(
+            classic.site().clone(),
+            &mixed.front,
+            mixed.areas.clone(),
+        ))),
+        _ => None,
+    };
     let pools = (!routed.is_empty()).then(|| {
         let target = match (&pool, classic_pools.first()) {
-            (Some(pool), _) => hearth_http::Target::Workers(pool.clone()),
+            (Some(pool), _) => match &mixed_site {
+                Some(site) => hearth_http::Target::Mixed(pool.clone(), site.clone()),
+                None => hearth_http::Target::Workers(pool.clone()),
+            },
             (None, Some((_, classic))) => {
                 let report: Arc<dyn hearth_http::PoolReport> = classic.clone();
                 hearth_http::Target::Classic(classic.site().clone(), report)
@@ -457,21 +484,17 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
         Some(pools) => pools.all().filter_map(|r| r.workers().cloned()).collect(),
         None => pool.iter().cloned().collect(),
     };
-    let classic = match (&setup.mixed, &pool) {
-        (Some(mixed), Some(pool)) => match start_classic(mixed).await {
-            Ok(classic) => Some(classic),
-            Err(e) => {
-                pool.shutdown().await;
-                return Err(e);
-            }
-        },
-        _ => None,
-    };
     let engine = match (&classic, &pools, &pool) {
-        (Some(classic), _, Some(pool)) => {
+        (_, Some(pools), _) => {
+            // The control socket reports and reloads a mixed site's
+            // php-fpm with its workers, as the default pool's.
+            let mut fpm: crate::control::ClassicPools = classic_pools.to_vec();
+            fpm.extend(classic.iter().map(|c| ("default".to_owned(), c.clone())));
+            crate::control::Engine::Pools(pools.clone(), Arc::new(fpm))
+        }
+        (Some(classic), None, Some(pool)) => {
             crate::control::Engine::Mixed(pool.clone(), classic.clone())
         }
-        (_, Some(pools), _) => crate::control::Engine::Pools(pools.clone(), classic_pools.clone()),
         (_, None, Some(pool)) => crate::control::Engine::Workers(pool.clone()),
         (_, None, None) => unreachable!("no pools without a default worker pool"),
     };
@@ -562,23 +585,17 @@ async fn serve(mut setup: Setup) -> anyhow::Result<()> {
         addr: _,
         file: socket_file,
     } = bound;
-    match (&classic, &setup.mixed, &pools, &pool) {
-        (Some(classic), Some(mixed), _, Some(pool)) => {
-            let site = hearth_http::MixedSite::new(
-                classic.site().clone(),
-                &mixed.front,
-                mixed.areas.clone(),
-            );
-            hearth_http::serve_mixed(listener, pool.clone(), Arc::new(site), http, shutdown)
-                .await?;
-        }
-        (_, _, Some(pools), _) => {
+    match (&mixed_site, &pools, &pool) {
+        (_, Some(pools), _) => {
             hearth_http::serve_pools(listener, pools.clone(), http, shutdown).await?
         }
-        (_, _, None, Some(pool)) => {
+        (Some(site), None, Some(pool)) => {
+            hearth_http::serve_mixed(listener, pool.clone(), site.clone(), http, shutdown).await?
+        }
+        (None, None, Some(pool)) => {
             hearth_http::serve(listener, pool.clone(), http, shutdown).await?
         }
-        (_, _, None, None) => unreachable!("no pools without a default worker pool"),
+        (_, None, None) => unreachable!("no pools without a default worker pool"),
     }
     // Removes a unix socket's file.
     drop(socket_file);

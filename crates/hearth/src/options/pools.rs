@@ -206,13 +206,6 @@ pub fn fault(pools: &[PoolSection], base: &ServeOptions) -> Option<String> {
                 .to_owned(),
         );
     }
-    if base.script.is_some() && base.root.is_some() && base.classic != values::ClassicChoice::Off {
-        return Some(
-            "is for worker mode: with a document root in [serve], set classic = \"off\" \
-             (a mixed site's php-fpm pool cannot be combined with other worker pools yet)"
-                .to_owned(),
-        );
-    }
     let mut names = vec!["default"];
     for pool in pools {
         let name = &pool.name;
@@ -555,11 +548,11 @@ mod tests {
             ..base()
         };
         assert_eq!(fault(&one, &classic_default), None);
-        // A mixed site's php-fpm cannot be combined with pools.
+        // A mixed site as the default pool.
         let mixed = ServeOptions {
             root: Some("/var/www".into()),
             ..base()
         };
-        assert!(fault(&one, &mixed).is_some_and(|w| w.contains("classic = \"off\"")));
+        assert_eq!(fault(&one, &mixed), None);
     }
 }
