@@ -652,6 +652,9 @@ ini = {{ "hearth_test.pool" = "api" }}
         default["classic"]["pool"]["max_workers"].is_u64(),
         "{status}"
     );
+    let table = support::ctl(&["status", "--control-socket", &socket.to_string_lossy()]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("classic scripts (php-fpm): "), "{table}");
     let reload = support::ctl(&["reload", "--control-socket", &socket.to_string_lossy()]);
     let said = String::from_utf8_lossy(&reload.stdout);
     assert!(reload.status.success(), "{reload:?}");

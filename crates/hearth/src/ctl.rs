@@ -181,6 +181,7 @@ fn table(status: &Value) -> String {
                     }
                 );
                 out.push_str(&pool_lines(pool));
+                out.push_str(&classic_lines(pool));
             }
         }
         None => {
@@ -188,10 +189,18 @@ fn table(status: &Value) -> String {
                 let _ = writeln!(out, "script: {script}");
             }
             out.push_str(&pool_lines(status));
+            out.push_str(&classic_lines(status));
         }
     }
-    // A mixed site: php-fpm's children, which run the other scripts.
-    let classic = &status["classic"];
+    out
+}
+
+/// A mixed site's php-fpm children, which run its other scripts (none
+/// for other pools).
+fn classic_lines(pool: &Value) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let classic = &pool["classic"];
     if classic.is_object() {
         let fpm = &classic["pool"];
         let _ = writeln!(
