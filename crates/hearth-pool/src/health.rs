@@ -11,6 +11,12 @@
 //! worker, backing off as for boot failures. One request at a time, after
 //! each backoff, is let through to try again; when one is served (the
 //! deploy was fixed, a reload ran), the pool serves again.
+//!
+//! Meanwhile the pool tells a load balancer to send it nothing
+//! ([`RequestHealth::unready`]): from the crash loop's start until a
+//! request is served, a reload asks to try the new code, or no worker has
+//! died on a request for [`READY_AGAIN_AFTER`] (no request came to try:
+//! the load balancer took the instance out, and is let back in to try).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -20,6 +26,15 @@ use std::time::{Duration, Instant, SystemTime};
 /// between, before the pool calls it a crash loop: one death is an
 /// accident, and the request that caused it already got its answer.
 pub(crate) const CRASH_LOOP_AFTER: u32 = 3;
+
+/// How long after the last worker died on a request a pool in a crash
+/// loop tells load balancers it is ready again, so that one sends the
+/// request that tries. Long beside load balancers' checks (a few seconds
+/// apart, a few failed in a row), so that an instance that stays broken
+/// stays out of rotation most of the time; short enough that one whose
+/// cause went away (a database back) is back within a minute without a
+/// reload.
+pub const READY_AGAIN_AFTER: Duration = Duration::from_secs(30);
 
 /// The wait before the `failures`th attempt in a row: 100 ms, doubled at
 /// each failure, at most `max`.
@@ -83,6 +98,9 @@ struct LoopState {
     last_error: String,
     /// When the next request is let through to a worker.
     next_attempt: Option<Instant>,
+    /// When the last worker died on a request; none after a reload, whose
+    /// new code has not failed yet.
+    last_crash: Option<Instant>,
 }
 
 impl RequestHealth {
@@ -99,6 +117,7 @@ impl RequestHealth {
         let mut s = self.state();
         s.streak = s.streak.saturating_add(1);
         s.last_error = why;
+        s.last_crash = Some(Instant::now());
         self.troubled.store(true, Ordering::Release);
         if s.streak < CRASH_LOOP_AFTER || !loops {
             return None;
@@ -165,11 +184,34 @@ impl RequestHealth {
         }
     }
 
-    /// The next request tries again at once (the code was reloaded).
+    /// The next request tries again at once (the code was reloaded), and
+    /// load balancers are told to send it.
     pub fn retry_now(&self) {
         if self.failing.load(Ordering::Acquire) {
-            self.state().next_attempt = None;
+            let mut s = self.state();
+            s.next_attempt = None;
+            s.last_crash = None;
         }
+    }
+
+    /// Why a load balancer should send the pool no request at `now`, if
+    /// it should not: in a crash loop, until a reload or until
+    /// [`READY_AGAIN_AFTER`] has passed since the last worker died on a
+    /// request.
+    pub fn unready(&self, now: Instant) -> Option<String> {
+        if !self.failing.load(Ordering::Acquire) {
+            return None;
+        }
+        let s = self.state();
+        let recent = s
+            .last_crash
+            .is_some_and(|at| now.saturating_duration_since(at) < READY_AGAIN_AFTER);
+        recent.then(|| {
+            format!(
+                "workers are dying on requests ({} in a row): {}",
+                s.streak, s.last_error
+            )
+        })
     }
 
     /// The crash loop, if the pool is in one.
@@ -227,6 +269,43 @@ mod tests {
         assert!(h.failing().is_none());
         assert!(h.admit().is_ok());
         assert_eq!(h.crashes(), 5);
+    }
+
+    #[test]
+    fn a_crash_loop_is_unready_until_a_reload_a_request_served_or_a_quiet_while() {
+        let h = RequestHealth::default();
+        let now = Instant::now();
+        assert!(h.unready(now).is_none());
+        for _ in 0..CRASH_LOOP_AFTER - 1 {
+            h.crashed("exit status 1".into(), MAX, true);
+        }
+        assert!(h.unready(now).is_none(), "not a loop yet");
+        h.crashed("exit status 1".into(), MAX, true);
+        let why = h.unready(Instant::now()).expect("unready in the loop");
+        assert_eq!(
+            why,
+            "workers are dying on requests (3 in a row): exit status 1"
+        );
+        // The backoff ends long before: still unready, while no request
+        // came to try.
+        let later = Instant::now() + Duration::from_secs(10);
+        assert!(h.unready(later).is_some());
+        // No worker died for READY_AGAIN_AFTER: ready again, to try.
+        let quiet = Instant::now() + READY_AGAIN_AFTER + Duration::from_secs(1);
+        assert!(h.unready(quiet).is_none());
+        assert!(h.failing().is_some(), "still failing until one is served");
+        // The one that tries dies too: unready again.
+        h.crashed("exit status 1".into(), MAX, true);
+        assert!(h.unready(Instant::now()).is_some());
+        // A reload: ready to try the new code, until it fails too.
+        h.retry_now();
+        assert!(h.unready(Instant::now()).is_none());
+        h.crashed("exit status 2".into(), MAX, true);
+        assert!(h
+            .unready(Instant::now())
+            .is_some_and(|w| w.contains("exit status 2")));
+        h.served();
+        assert!(h.unready(Instant::now()).is_none());
     }
 
     #[test]
