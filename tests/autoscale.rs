@@ -263,6 +263,17 @@ fn workers_dying_on_requests_give_503_until_a_fixed_deploy_is_reloaded() {
         "{:?}",
         refused.headers
     );
+    // A load balancer is told to send requests elsewhere.
+    let ready = admin_get(admin, "/readyz");
+    assert_eq!(ready.status, 503, "{}", ready.text());
+    assert!(
+        ready
+            .text()
+            .starts_with("not ready: workers are dying on requests (")
+            && ready.text().contains("exit status 1"),
+        "{}",
+        ready.text()
+    );
     let status = support::status_json(&socket);
     let pool = &status["pool"];
     assert_eq!(pool["state"], "failing", "{status}");
@@ -291,6 +302,11 @@ fn workers_dying_on_requests_give_503_until_a_fixed_deploy_is_reloaded() {
         "{text}"
     );
     assert!(metric(&text, "hearth_pool_next_attempt_seconds{pool=\"default\"}").is_some());
+    assert_eq!(
+        metric(&text, "hearth_pool_ready{pool=\"default\"}"),
+        Some(0.0),
+        "{text}"
+    );
     let table = support::ctl(&["status", "--control-socket", &socket.to_string_lossy()]);
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(table.contains("FAILING (requests)"), "{table}");
@@ -308,6 +324,10 @@ fn workers_dying_on_requests_give_503_until_a_fixed_deploy_is_reloaded() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Ready at once, before any request: the load balancer sends the one
+    // that tries the new code.
+    let ready = admin_get(admin, "/readyz");
+    assert_eq!(ready.status, 200, "{}", ready.text());
     let served = support::eventually(WAIT, "a request served after the reload", || {
         let r = server.get("/");
         (r.status == 200).then_some(r)
@@ -328,6 +348,59 @@ fn workers_dying_on_requests_give_503_until_a_fixed_deploy_is_reloaded() {
     for _ in 0..5 {
         assert_eq!(server.get("/").status, 200);
     }
+    assert_eq!(
+        metric(
+            &admin_get(admin, "/metrics").text(),
+            "hearth_pool_ready{pool=\"default\"}"
+        ),
+        Some(1.0)
+    );
+}
+
+#[test]
+fn a_crash_loop_no_request_tries_turns_ready_again_to_let_one_try() {
+    let dir = support::tempdir();
+    let script = dir.path().join("worker.php");
+    write_script(&script, "echo 'broken'; exit(1);");
+    let server = Server::start(&script, &["--workers", "1", "--admin", "127.0.0.1:0"]);
+    let admin = support::admin_addr(&server);
+    support::eventually(WAIT, "a 503 for a crash loop", || {
+        (server.get("/").status == 503).then_some(())
+    });
+    // No request comes meanwhile (a load balancer took the server out):
+    // not ready while workers died on requests lately...
+    let quiet = std::time::Instant::now();
+    assert_eq!(admin_get(admin, "/readyz").status, 503);
+    std::thread::sleep(Duration::from_secs(10));
+    let ready = admin_get(admin, "/readyz");
+    assert_eq!(ready.status, 503, "{}", ready.text());
+    // ...then ready again, so that a load balancer sends the request that
+    // tries (the cause may have gone: a database back up).
+    let ready = support::eventually(WAIT, "/readyz ready again", || {
+        let r = admin_get(admin, "/readyz");
+        (r.status == 200).then_some(r)
+    });
+    let waited = quiet.elapsed();
+    assert!(ready.text().starts_with("ready: "), "{}", ready.text());
+    assert!(
+        waited >= Duration::from_secs(20),
+        "ready again after {waited:?} only"
+    );
+    eprintln!("ready again {waited:?} after the last request");
+    // The request that tries kills its worker too (its response may be
+    // complete first): not ready again once the worker's end is seen.
+    server.get("/");
+    let ready = support::eventually(WAIT, "/readyz not ready again", || {
+        let r = admin_get(admin, "/readyz");
+        (r.status == 503).then_some(r)
+    });
+    assert!(
+        ready
+            .text()
+            .starts_with("not ready: workers are dying on requests"),
+        "{}",
+        ready.text()
+    );
 }
 
 #[test]
@@ -477,6 +550,16 @@ fn a_script_broken_after_start_shows_as_failing_to_boot() {
     let refused = server.get("/");
     assert_eq!(refused.status, 503);
     assert_eq!(refused.header("retry-after"), Some("1"));
+    let ready = admin_get(admin, "/readyz");
+    assert_eq!(ready.status, 503);
+    assert!(
+        ready
+            .text()
+            .starts_with("not ready: workers are failing to boot: ")
+            && ready.text().contains("no database"),
+        "{}",
+        ready.text()
+    );
 }
 
 #[test]

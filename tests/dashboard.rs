@@ -540,6 +540,21 @@ fn a_browser_shows_the_workers_and_the_traffic_under_load() {
         json!(pids(&status["workers"])),
         "the same workers as hearth status"
     );
+    // One pool: its figures untitled, with the sizing ones, and no Pool
+    // column.
+    let figures = browser.run(
+        "const s = document.querySelectorAll('#pools section[data-pool]'); \
+         const f = (k) => s[0].querySelector('dd[data-field=' + k + ']').textContent; \
+         return [s.length, s[0].querySelector('h3').hidden, f('state'), f('max_workers'), \
+         f('max_pool_memory'), f('started_by_reason'), \
+         document.querySelector('#workers thead th:nth-child(2)').textContent];",
+        &[],
+    );
+    assert_eq!(
+        figures,
+        json!([1, true, "serving", "3", "none", "min 3", "Slot"]),
+        "{figures}"
+    );
     // Requests served per worker: what the page shows is at most what
     // hearth status says a moment later, and adds up to no more than
     // /metrics' count. (An idle worker may have served none: the pool
@@ -872,4 +887,226 @@ fn a_browser_shows_the_leaking_route_first() {
     let png = browser.screenshot();
     browser::check_not_blank(&png, 1000);
     save_screenshot("dashboard-routes.png", &png);
+}
+
+/// Several pools in a real browser: a section per pool with its route,
+/// its figures (the sizing ones too) and, while it fails, why; the
+/// workers table with each worker's pool; all as `hearth status` says.
+#[test]
+fn a_browser_shows_each_pool_and_its_sizing() {
+    let dir = support::tempdir();
+    let socket = dir.path().join("control.sock");
+    let worker = fixture("pools/worker.php").display().to_string();
+    let toml = dir.path().join("hearth.toml");
+    std::fs::write(
+        &toml,
+        format!(
+            r#"
+[serve]
+script = "{worker}"
+workers = 3
+min_workers = 1
+max_pool_memory = "1G"
+admin = "127.0.0.1:0"
+control_socket = "{socket}"
+
+[[serve.pool]]
+name = "api"
+path = ["/api/", "/v2/"]
+script = "{worker}"
+workers = 2
+ini = {{ "hearth_test.pool" = "api" }}
+"#,
+            socket = socket.display(),
+        ),
+    )
+    .unwrap();
+    let args: Vec<String> = [
+        "serve",
+        "--config",
+        &toml.to_string_lossy(),
+        "--listen",
+        "127.0.0.1:0",
+        "--php",
+        &support::php_binary(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let server = Server::spawn_args(&args);
+    server.wait_until_ready();
+    let admin = support::admin_addr(&server);
+    for _ in 0..5 {
+        assert_eq!(get(server.addr, "/").status, 200);
+    }
+    // The api pool in a crash loop: its workers die on /api/crash.
+    support::eventually(Duration::from_secs(60), "the api pool failing", || {
+        (get(server.addr, "/api/crash").status == 503).then_some(())
+    });
+
+    let browser = browser::Browser::start(1280, 2400);
+    browser.open(&format!("http://{admin}/"));
+    // Each pool: [name, title, failing banner, {field: text}].
+    let read_pools = "return [...document.querySelectorAll('#pools section[data-pool]')].map(s => { \
+         const t = s.querySelector('h3'); const f = s.querySelector('p.failing'); \
+         return [s.dataset.pool, t.hidden ? null : t.textContent, f.hidden ? null : f.textContent, \
+         Object.fromEntries([...s.querySelectorAll('dd[data-field]')].map(d => [d.dataset.field, d.textContent]))]; });";
+    let shown = browser.wait_for(
+        "both pools, the api one failing",
+        Duration::from_secs(20),
+        &format!(
+            "const p = (() => {{ {read_pools} }})(); \
+             return p.length === 2 && p[1][2] ? p : null;"
+        ),
+    );
+    let status = support::status_json(&socket);
+    let pools = shown.as_array().unwrap();
+    let names: Vec<&str> = pools.iter().map(|p| p[0].as_str().unwrap()).collect();
+    assert_eq!(names, ["default", "api"]);
+    let title = |i: usize| pools[i][1].as_str().unwrap();
+    assert!(
+        title(0).starts_with("Pool default: every other request"),
+        "{shown}"
+    );
+    assert!(
+        title(1).starts_with("Pool api: /api/*, /v2/*") && title(1).ends_with("worker.php"),
+        "{shown}"
+    );
+    assert!(pools[0][2].is_null(), "the default pool is not failing");
+    let banner = pools[1][2].as_str().unwrap();
+    assert!(
+        banner.starts_with("Failing: workers die on requests (since ")
+            && banner.contains("exit status 1"),
+        "{banner}"
+    );
+    let fields = |i: usize| pools[i][3].as_object().unwrap();
+    let want = |i: usize| &status["pools"][i]["pool"];
+    // The default pool, idle meanwhile: the same figures as hearth status.
+    let (page, json) = (fields(0), want(0));
+    for key in [
+        "live",
+        "busy",
+        "idle",
+        "queue",
+        "min_workers",
+        "max_workers",
+        "failing",
+        "started",
+        "request_crashes",
+    ] {
+        assert_eq!(page[key], json[key].to_string(), "{key}: {shown} / {json}");
+    }
+    assert_eq!(page["state"], "serving");
+    assert_eq!(page["min_workers"], "1");
+    assert_eq!(page["max_workers"], "3");
+    assert_eq!(
+        page["booting"],
+        format!("{} (at most {})", json["booting"], json["max_booting"]),
+        "{shown}"
+    );
+    assert_eq!(page["max_pool_memory"], "1024.0", "1 GiB in MiB");
+    let memory: f64 = page["memory"].as_str().unwrap().parse().unwrap();
+    let json_memory = json["memory"].as_f64().unwrap() / 1048576.0;
+    assert!(
+        memory > 1.0 && (memory - json_memory).abs() < 4.0,
+        "page {memory} MiB, status {json_memory} MiB"
+    );
+    assert_eq!(page["refused"], json["refused"]["memory"].to_string());
+    assert!(
+        page["started_by_reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("min {}", json["started_by_reason"]["min"])),
+        "{shown}"
+    );
+    assert_eq!(page["retired_by_reason"], "none", "{shown}");
+    // The api pool, failing: its cause, its deaths, its replacements.
+    let page = fields(1);
+    assert_eq!(page["state"], "FAILING (requests)", "{shown}");
+    assert!(
+        page["request_crashes"]
+            .as_str()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            >= 3
+    );
+    assert_eq!(page["max_workers"], "2");
+    assert!(
+        page["retired_by_reason"]
+            .as_str()
+            .unwrap()
+            .contains("exited")
+            || page["retired_by_reason"]
+                .as_str()
+                .unwrap()
+                .contains("crashed"),
+        "{shown}"
+    );
+    assert!(
+        page["started_by_reason"]
+            .as_str()
+            .unwrap()
+            .contains("replace"),
+        "{shown}"
+    );
+    let summary = browser.run(
+        "return document.querySelector('#summary').textContent;",
+        &[],
+    );
+    assert!(summary.as_str().unwrap().contains("2 pools"), "{summary}");
+
+    // The workers table: every pool's workers, each with its pool's name.
+    let header = browser.run(
+        "return [...document.querySelectorAll('#workers thead th')].map(t => t.textContent);",
+        &[],
+    );
+    assert_eq!(header[1], "Pool", "{header}");
+    support::eventually(
+        Duration::from_secs(30),
+        "the workers table as hearth status has it",
+        || {
+            let mut page: Vec<(u64, String)> = browser
+                .run(
+                    "return [...document.querySelectorAll('#workers tbody tr[data-pid]')].map(r => \
+                     [Number(r.dataset.pid), r.querySelector('td[data-field=pool]').textContent]);",
+                    &[],
+                )
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| (r[0].as_u64().unwrap(), r[1].as_str().unwrap().to_owned()))
+                .collect();
+            page.sort();
+            let status = support::status_json(&socket);
+            let mut want: Vec<(u64, String)> = status["pools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|p| {
+                    let name = p["name"].as_str().unwrap().to_owned();
+                    pids(&p["workers"])
+                        .into_iter()
+                        .map(move |pid| (pid, name.clone()))
+                })
+                .collect();
+            want.sort();
+            (page == want && page.iter().any(|(_, p)| p == "api")).then_some(())
+        },
+    );
+    let png = browser.screenshot();
+    browser::check_not_blank(&png, 1000);
+    save_screenshot("dashboard-pools.png", &png);
+
+    // The api pool serves again: the page says so.
+    support::eventually(Duration::from_secs(60), "the api pool serving", || {
+        (get(server.addr, "/api/x").status == 200).then_some(())
+    });
+    browser.wait_for(
+        "the api pool serving on the page",
+        Duration::from_secs(20),
+        "const s = document.querySelector('#pools section[data-pool=api]'); \
+         return s.querySelector('dd[data-field=state]').textContent === 'serving' \
+         && s.querySelector('p.failing').hidden;",
+    );
 }

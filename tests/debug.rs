@@ -629,3 +629,274 @@ fn a_request_whose_worker_cannot_boot_gets_a_502() {
     write("Hearth\\Worker::serve(function () { echo 'fixed'; });");
     assert_eq!(get().text(), "fixed");
 }
+
+/// What Xdebug itself does with a request under php-cgi (the SAPI aside,
+/// the code php-fpm runs): the `Set-Cookie` headers it sends and whether
+/// it started a debugging session. `query` and `cookie` as a web server
+/// would pass them.
+fn xdebug_reference(query: &str, cookie: &str) -> (Vec<String>, bool) {
+    let ide = Ide::listen();
+    let mut php = Command::new(support::php_binary())
+        .args([
+            "-d",
+            &format!("zend_extension={}", xdebug_so().display()),
+            "-d",
+            "xdebug.mode=debug",
+            "-d",
+            "xdebug.client_host=127.0.0.1",
+            "-d",
+            &format!("xdebug.client_port={}", ide.port()),
+            "-d",
+            "xdebug.connect_timeout_ms=2000",
+        ])
+        .env_clear()
+        .env("REDIRECT_STATUS", "200")
+        .env("GATEWAY_INTERFACE", "CGI/1.1")
+        .env("REQUEST_METHOD", "GET")
+        .env(
+            "SCRIPT_FILENAME",
+            support::root().join("tests/fixtures/xdebug_reference.php"),
+        )
+        .env("QUERY_STRING", query)
+        .env("HTTP_COOKIE", cookie)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("php-cgi");
+    let debugged = match ide.accept(Duration::from_secs(5)) {
+        Some(mut session) => {
+            assert!(session.packet().contains("<init "));
+            let _ = session.stream.write_all(b"run -i 1\0");
+            true
+        }
+        None => false,
+    };
+    let mut out = String::new();
+    php.stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("php-cgi's output");
+    assert!(php.wait().expect("php-cgi").success(), "{out}");
+    let cookies = out
+        .split("\r\n\r\n")
+        .next()
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim_end().strip_prefix("Set-Cookie: "))
+        .map(str::to_owned)
+        .collect();
+    (cookies, debugged)
+}
+
+/// The `Set-Cookie`s for `XDEBUG_SESSION` of a response.
+fn session_cookies(response: &support::Response) -> Vec<String> {
+    response
+        .headers_named("Set-Cookie")
+        .into_iter()
+        .filter(|c| c.starts_with("XDEBUG_SESSION="))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The request `answer` is debugged: Xdebug's session, let run to the end.
+fn run_session(ide: &Ide, server: &Server) -> String {
+    let mut session = ide
+        .accept(Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("Xdebug never connected; log:\n{}", server.log()));
+    let init = session.packet();
+    assert!(init.contains("<init "), "{init}");
+    session.stream.write_all(b"run -i 1\0").expect("send run");
+    init
+}
+
+/// `XDEBUG_SESSION_STOP`, in the query or the form, is answered as
+/// Xdebug answers it under php-cgi: the `XDEBUG_SESSION` cookie deleted,
+/// with the same header; the request itself is debugged or not by its
+/// other triggers (a session cookie sent with it still starts a session,
+/// in Xdebug as here).
+#[test]
+fn session_stop_deletes_the_session_cookie_as_xdebug_does() {
+    let ide = Ide::listen();
+    let server = start(&xdebug_args(&ide), true);
+
+    // With the session cookie still sent.
+    let (want, debugged) = xdebug_reference("XDEBUG_SESSION_STOP=1", "XDEBUG_SESSION=1");
+    assert!(debugged, "Xdebug debugs the request that stops the session");
+    assert_eq!(
+        want,
+        ["XDEBUG_SESSION=deleted; expires=Thu, 01 Jan 1970 00:00:01 GMT; Max-Age=0; path=/; SameSite=Lax"]
+    );
+    let answer = get_later(
+        &server,
+        "/?XDEBUG_SESSION_STOP=1",
+        "Cookie: XDEBUG_SESSION=1\r\n",
+    );
+    run_session(&ide, &server);
+    let response = answer.join().expect("the request");
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(field(&response.text(), "debugger"), "on");
+    assert_eq!(session_cookies(&response), want);
+
+    // Without it: no session, the cookie deleted all the same.
+    let (want_alone, debugged) = xdebug_reference("XDEBUG_SESSION_STOP", "");
+    assert!(!debugged);
+    assert_eq!(want_alone, want);
+    let response = get_later(&server, "/?XDEBUG_SESSION_STOP", "")
+        .join()
+        .expect("the request");
+    assert_eq!(field(&response.text(), "debugger"), "off");
+    assert_eq!(session_cookies(&response), want);
+    assert!(ide.accept(Duration::from_millis(500)).is_none());
+
+    // Started and stopped at once: both, the deletion last, as Xdebug.
+    let (want_both, _) = xdebug_reference("XDEBUG_SESSION_START=a&XDEBUG_SESSION_STOP=1", "");
+    let answer = get_later(
+        &server,
+        "/?XDEBUG_SESSION_START=a&XDEBUG_SESSION_STOP=1",
+        "",
+    );
+    run_session(&ide, &server);
+    let response = answer.join().expect("the request");
+    assert_eq!(session_cookies(&response), want_both);
+    assert_eq!(want_both.len(), 2, "{want_both:?}");
+
+    // In a form body.
+    let form = "x=1&XDEBUG_SESSION_STOP=1";
+    let response = request(
+        server.addr,
+        format!(
+            "POST / HTTP/1.1\r\nHost: test\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{form}",
+            form.len()
+        )
+        .as_bytes(),
+    );
+    assert_eq!(response.status, 200, "{}", response.text());
+    assert_eq!(session_cookies(&response), want);
+    // A cookie of that name is not Xdebug's stop.
+    let response = get_later(&server, "/", "Cookie: XDEBUG_SESSION_STOP=1\r\n")
+        .join()
+        .expect("the request");
+    assert_eq!(session_cookies(&response), Vec::<String>::new());
+}
+
+/// A multipart POST of `parts` (name, file name, bytes) to `server`.
+fn post_multipart(
+    server: &Server,
+    parts: &[(&str, Option<&str>, Vec<u8>)],
+) -> std::thread::JoinHandle<support::Response> {
+    let mut body = Vec::new();
+    for (name, file, value) in parts {
+        body.extend_from_slice(
+            format!("--bNdRy\r\nContent-Disposition: form-data; name=\"{name}\"").as_bytes(),
+        );
+        if let Some(file) = file {
+            body.extend_from_slice(
+                format!("; filename=\"{file}\"\r\nContent-Type: application/octet-stream")
+                    .as_bytes(),
+            );
+        }
+        body.extend_from_slice(b"\r\n\r\n");
+        body.extend_from_slice(value);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(b"--bNdRy--\r\n");
+    let mut raw = format!(
+        "POST / HTTP/1.1\r\nHost: test\r\nContent-Type: multipart/form-data; boundary=bNdRy\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    raw.extend_from_slice(&body);
+    let addr = server.addr;
+    std::thread::spawn(move || request(addr, &raw))
+}
+
+/// A trigger in a multipart form (a form with a file input, as a browser
+/// sends it) starts the session, with the workers' own form parsing (the
+/// Hearth extension) and with Hearth's: in a body held in memory, and in
+/// one spooled to a file when it comes before a large upload.
+/// Past the first 64 KiB, the workers' own parsing leaves it unseen.
+#[test]
+fn a_trigger_in_a_multipart_form_starts_the_session() {
+    for extension in ["auto", "off"] {
+        let ide = Ide::listen();
+        let mut args = xdebug_args(&ide);
+        args.extend(["--php-extension".to_owned(), extension.to_owned()]);
+        let server = start(&args, true);
+        let parsed_by_hearth = !server.log().contains("Hearth extension /");
+        eprintln!("--php-extension {extension}: Hearth parses forms: {parsed_by_hearth}");
+
+        // Small: held in memory.
+        let answer = post_multipart(
+            &server,
+            &[
+                ("title", None, b"a report".to_vec()),
+                ("XDEBUG_SESSION_START", None, b"vscode".to_vec()),
+                ("report", Some("report.txt"), b"lines".to_vec()),
+            ],
+        );
+        let init = run_session(&ide, &server);
+        assert!(init.contains("idekey=\"vscode\""), "{init}");
+        let response = answer.join().expect("the request");
+        assert_eq!(response.status, 200, "{}", response.text());
+        assert_eq!(field(&response.text(), "debugger"), "on");
+        assert_eq!(
+            field(&response.text(), "files"),
+            "1",
+            "the upload reached PHP"
+        );
+        assert_eq!(
+            session_cookies(&response),
+            ["XDEBUG_SESSION=vscode; path=/; SameSite=Lax"]
+        );
+
+        // A large upload after the trigger: the body goes to a file.
+        let big = vec![b'z'; 300 << 10];
+        let answer = post_multipart(
+            &server,
+            &[
+                ("XDEBUG_TRIGGER", None, b"1".to_vec()),
+                ("XDEBUG_SESSION_STOP", None, b"1".to_vec()),
+                ("video", Some("big.bin"), big.clone()),
+            ],
+        );
+        run_session(&ide, &server);
+        let response = answer.join().expect("the request");
+        assert_eq!(response.status, 200, "{}", response.text());
+        assert_eq!(field(&response.text(), "debugger"), "on");
+        assert_eq!(field(&response.text(), "files"), "1");
+        assert_eq!(session_cookies(&response).len(), 1, "the stop seen too");
+
+        // The trigger after it: seen where Hearth parses the whole form,
+        // past the part looked at where the workers parse it.
+        let answer = post_multipart(
+            &server,
+            &[
+                ("video", Some("big.bin"), big),
+                ("XDEBUG_TRIGGER", None, b"1".to_vec()),
+            ],
+        );
+        if parsed_by_hearth {
+            run_session(&ide, &server);
+        }
+        let response = answer.join().expect("the request");
+        assert_eq!(response.status, 200, "{}", response.text());
+        assert_eq!(
+            field(&response.text(), "debugger"),
+            if parsed_by_hearth { "on" } else { "off" }
+        );
+        if !parsed_by_hearth {
+            // Xdebug in the worker finds the trigger in $_POST itself, but
+            // only once the request's code has run: a session that begins
+            // after the response, and ends at once.
+            if let Some(mut late) = ide.accept(Duration::from_secs(2)) {
+                assert!(late.packet().contains("<init "));
+                let run = late.command("run -i 1");
+                assert!(run.contains("status=\"stopping\""), "{run}");
+                eprintln!("a session after the response, stopping at once");
+            }
+        }
+        assert!(ide.accept(Duration::from_millis(500)).is_none());
+    }
+}

@@ -259,6 +259,15 @@ queue_timeout = "300s"
         "{metrics}"
     );
     assert!(metrics.contains("hearth_pool_workers_failing{pool=\"default\"} 0"));
+    // The server stays ready for the default pool's sake, and names the
+    // api pool.
+    let (status, body) = admin_get(&server, "/readyz");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("pool api: not ready: workers are failing to boot: ")
+            && body.contains("broken deploy"),
+        "{body}"
+    );
 
     // The default pool serves on, at its rate.
     let during = rate_of_default(&server, Duration::from_secs(2));
@@ -316,6 +325,109 @@ queue_timeout = "300s"
     eprintln!(
         "the api pool recovered {:?} after the fix, without a reload",
         fixed.elapsed()
+    );
+}
+
+/// GET `path` on the admin listener: the status and the body.
+fn admin_get(server: &Server, path: &str) -> (u16, String) {
+    let r = support::request(
+        support::admin_addr(server),
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    (r.status, r.text())
+}
+
+/// Requests for `path` until the pool answers 503 at once: its workers
+/// died on 3 requests in a row.
+fn crash_loop(server: &Server, path: &str) {
+    eventually(Duration::from_secs(60), "a crash loop", || {
+        (get(server, "localhost", path).0 == 503).then_some(())
+    });
+}
+
+#[test]
+fn readyz_follows_the_default_pool_and_names_a_failing_other_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let toml = format!(
+        r#"
+[serve]
+script = "{worker}"
+workers = 1
+
+[[serve.pool]]
+name = "api"
+path = "/api/"
+script = "{worker}"
+workers = 1
+ini = {{ "hearth_test.pool" = "api" }}
+"#,
+        worker = worker(),
+    );
+    let server = start(dir.path(), &toml, &["--admin", "127.0.0.1:0"]);
+    assert_eq!(
+        admin_get(&server, "/readyz"),
+        (200, "ready: 2 live workers\n".to_owned())
+    );
+
+    // The api pool in a crash loop: the site (the default pool) serves on,
+    // so the server stays ready, and says which pool is not.
+    crash_loop(&server, "/api/crash");
+    let (status, body) = admin_get(&server, "/readyz");
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("pool api: not ready: workers are dying on requests (")
+            && body.contains(" in a row): ")
+            && body.contains("exit status 1"),
+        "{body}"
+    );
+    let (status, body) = admin_get(&server, "/readyz?pool=api");
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.starts_with("not ready: pool api: workers are dying"),
+        "{body}"
+    );
+    assert_eq!(
+        admin_get(&server, "/readyz?pool=default"),
+        (200, "ready: pool default: 1 live workers\n".to_owned())
+    );
+    let (status, body) = admin_get(&server, "/readyz?pool=nope");
+    assert_eq!(status, 404);
+    assert_eq!(body, "no pool named \"nope\": default, api\n");
+    let (_, metrics) = admin_get(&server, "/metrics");
+    assert!(
+        metrics.contains("hearth_pool_ready{pool=\"api\"} 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("hearth_pool_ready{pool=\"default\"} 1"),
+        "{metrics}"
+    );
+    assert_eq!(pool_of(&server, "localhost", "/"), "default");
+
+    // The default pool in a crash loop too: the server is not ready.
+    crash_loop(&server, "/crash");
+    let (status, body) = admin_get(&server, "/readyz");
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.starts_with("not ready: pool default: workers are dying on requests")
+            && body.contains("pool api: not ready: "),
+        "{body}"
+    );
+
+    // A request served ends each pool's crash loop (one is let through
+    // after each backoff): ready again, pool by pool.
+    eventually(Duration::from_secs(60), "the default pool serving", || {
+        (get(&server, "localhost", "/").0 == 200).then_some(())
+    });
+    let (status, body) = admin_get(&server, "/readyz");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("pool api: not ready"), "{body}");
+    eventually(Duration::from_secs(60), "the api pool serving", || {
+        (get(&server, "localhost", "/api/x").0 == 200).then_some(())
+    });
+    assert_eq!(
+        admin_get(&server, "/readyz"),
+        (200, "ready: 2 live workers\n".to_owned())
     );
 }
 

@@ -28,7 +28,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 use crate::dashboard::{self, Action, Dashboard, History, Recent, Refusal};
-use crate::metrics::{Metrics, PoolReport};
+use crate::metrics::{Metrics, PoolReport, PoolSnapshot, POOL_NAME};
 
 /// The dashboard's page, style and script, embedded in the binary.
 const INDEX_HTML: &str = include_str!("dashboard/index.html");
@@ -309,27 +309,76 @@ async fn answer(
             Bytes::from(state.metrics.render()),
         ),
         "/healthz" => text(StatusCode::OK, "ok\n".into()),
-        "/readyz" => {
-            let report = state.pool.report();
-            let live = report.live;
-            if state.stopping.load(Ordering::Acquire) || report.stopping {
-                text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "not ready: shutting down\n".into(),
-                )
-            } else if live == 0 {
-                text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "not ready: no live worker\n".into(),
-                )
-            } else {
-                text(StatusCode::OK, format!("ready: {live} live workers\n"))
-            }
-        }
+        "/readyz" => readyz(state, req.uri().query()),
         _ => text(
             StatusCode::NOT_FOUND,
             "not found: try / (the dashboard), /metrics, /healthz or /readyz\n".into(),
         ),
+    }
+}
+
+/// Why the processes of `snapshot` should get no request now, if they
+/// should not.
+fn not_ready(snapshot: &PoolSnapshot) -> Option<String> {
+    if snapshot.stopping {
+        return Some("shutting down".to_owned());
+    }
+    match &snapshot.sizing {
+        Some(sizing) => sizing.not_ready.clone(),
+        None => (snapshot.live == 0).then(|| "no live worker".to_owned()),
+    }
+}
+
+/// `/readyz`: whether a load balancer should send this server requests.
+/// With several pools the default one decides (it takes every request no
+/// route claims: the site itself), and the other pools that are not
+/// ready are named in the body; `?pool=NAME` asks about one pool, for a
+/// load balancer that routes by path or host on its own side.
+fn readyz(state: &AdminState, query: Option<&str>) -> Response<Full<Bytes>> {
+    let unavailable = |body: String| text(StatusCode::SERVICE_UNAVAILABLE, body);
+    if state.stopping.load(Ordering::Acquire) {
+        return unavailable("not ready: shutting down\n".into());
+    }
+    let asked = query.and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("pool=")));
+    let mut pools = state.pool.pools();
+    if pools.is_empty() {
+        pools.push((POOL_NAME.to_owned(), state.pool.report()));
+    }
+    if let Some(name) = asked {
+        let Some((_, one)) = pools.iter().find(|(n, _)| n == name) else {
+            let names: Vec<&str> = pools.iter().map(|(n, _)| n.as_str()).collect();
+            return text(
+                StatusCode::NOT_FOUND,
+                format!("no pool named {name:?}: {}\n", names.join(", ")),
+            );
+        };
+        return match not_ready(one) {
+            Some(why) => unavailable(format!("not ready: pool {name}: {why}\n")),
+            None => text(
+                StatusCode::OK,
+                format!("ready: pool {name}: {} live workers\n", one.live),
+            ),
+        };
+    }
+    let several = pools.len() > 1;
+    let (default_name, default) = &pools[0];
+    let mut body = match not_ready(default) {
+        Some(why) if several => format!("not ready: pool {default_name}: {why}\n"),
+        Some(why) => format!("not ready: {why}\n"),
+        None => {
+            let live: usize = pools.iter().map(|(_, p)| p.live).sum();
+            format!("ready: {live} live workers\n")
+        }
+    };
+    for (name, one) in &pools[1..] {
+        if let Some(why) = not_ready(one) {
+            body.push_str(&format!("pool {name}: not ready: {why}\n"));
+        }
+    }
+    if not_ready(default).is_some() {
+        unavailable(body)
+    } else {
+        text(StatusCode::OK, body)
     }
 }
 

@@ -95,6 +95,9 @@ pub(crate) struct Body {
     /// Uploaded files, removed when this is dropped (after the response),
     /// unless the app moved them away.
     pub uploads: Vec<TempPath>,
+    /// Fields of a multipart form asked for by name (debug mode's Xdebug
+    /// triggers), in the order sent, with their values when short.
+    pub kept_fields: Vec<(String, Option<String>)>,
 }
 
 /// A parsed multipart form: its entries are held as the body of a PHP

@@ -60,7 +60,14 @@ pub(crate) struct UploadSettings {
     /// The workers parse forms themselves, with PHP's own request startup
     /// (the Hearth extension): they get multipart bodies raw.
     pub native: bool,
+    /// Fields whose values the parser keeps aside too, up to
+    /// [`KEPT_VALUE`] bytes each (debug mode's Xdebug triggers).
+    pub keep_fields: &'static [&'static str],
 }
+
+/// Longest value of a [`UploadSettings::keep_fields`] field kept; a longer
+/// one is kept as present, without its value.
+pub(crate) const KEPT_VALUE: usize = 256;
 
 impl UploadSettings {
     /// The settings a worker reported; PHP's defaults for those it did
@@ -88,6 +95,7 @@ impl UploadSettings {
             owner: None,
             body_files: get("body_files").is_some_and(|v| v == "1"),
             native: get("native").is_some_and(|v| v == "1"),
+            keep_fields: &[],
         }
     }
 }
@@ -202,6 +210,7 @@ where
     let mut scratch = BytesMut::new();
     let mut uploads = Vec::new();
     let mut max_file_size: Option<u64> = None;
+    let mut kept = Vec::new();
     let mut limits = Limits {
         parts_left: settings.max_parts,
         uploads_left: settings.max_file_uploads,
@@ -247,6 +256,15 @@ where
                 value.push(&chunk).await?;
             }
             let value = value.finish().await?;
+            if settings.keep_fields.contains(&name.as_str()) {
+                let short = match &value {
+                    Held::Memory { bytes, .. } if bytes.len() <= KEPT_VALUE => {
+                        std::str::from_utf8(bytes).ok().map(str::to_owned)
+                    }
+                    _ => None,
+                };
+                kept.push((name.clone(), short));
+            }
             if name == "MAX_FILE_SIZE" {
                 max_file_size = match &value {
                     Held::Memory { bytes, .. } => std::str::from_utf8(bytes)
@@ -335,6 +353,7 @@ where
         worker_reads_file: false,
         len,
         uploads,
+        kept_fields: kept,
     })
 }
 
@@ -538,6 +557,7 @@ mod tests {
             owner: None,
             body_files: true,
             native: false,
+            keep_fields: &[],
         }
     }
 
@@ -579,6 +599,34 @@ mod tests {
 
     fn part(disposition: &str, data: &str) -> String {
         format!("--B\r\nContent-Disposition: form-data; {disposition}\r\n\r\n{data}\r\n")
+    }
+
+    #[tokio::test]
+    async fn fields_asked_for_are_kept_aside_with_their_short_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = "k".repeat(KEPT_VALUE + 1);
+        let body = [
+            part("name=\"a\"", "1"),
+            part("name=\"keep\"", "first"),
+            part("name=\"keep\"; filename=\"f.txt\"", "a file is no field"),
+            part("name=\"keep\"", &long),
+            part("name=\"other\"", "2"),
+            "--B--\r\n".to_owned(),
+        ]
+        .concat();
+        let mut settings = settings(dir.path(), 100, 20);
+        settings.keep_fields = &["keep"];
+        let (_, parsed) = parse(&body, &settings, 1 << 10).await;
+        assert_eq!(
+            parsed.kept_fields,
+            [
+                ("keep".to_owned(), Some("first".to_owned())),
+                ("keep".to_owned(), None),
+            ]
+        );
+        settings.keep_fields = &[];
+        let (_, parsed) = parse(&body, &settings, 1 << 10).await;
+        assert!(parsed.kept_fields.is_empty());
     }
 
     #[tokio::test]

@@ -95,6 +95,9 @@ pub struct Sizing {
     /// Why the pool is failing (`boot`, `requests`), if it is, and the
     /// seconds to its next attempt.
     pub failing: Option<(&'static str, f64)>,
+    /// Why a load balancer should send the pool no request now (no live
+    /// worker, a crash loop, stopping), if it should not: `/readyz`.
+    pub not_ready: Option<String>,
 }
 
 /// Routes in the metrics: the top ones by growth only, so that the label
@@ -149,6 +152,9 @@ fn sizing(pool: &Pool, status: &hearth_pool::PoolStatus) -> Sizing {
             .failing_state
             .as_ref()
             .map(|f| (f.cause.as_str(), f.next_attempt.as_secs_f64())),
+        not_ready: pool
+            .not_ready()
+            .or_else(|| (status.live == 0).then(|| "no live worker".to_owned())),
     }
 }
 
@@ -473,6 +479,13 @@ fn encode_sizing(
             ConstGauge::new(i64::from(on)).encode(failing.encode_family(&labels)?)?;
         }
     }
+    pool_gauge(
+        encoder,
+        "hearth_pool_ready",
+        "1 while the pool takes requests (what /readyz answers for it), 0 otherwise",
+        pools,
+        |s| i64::from(s.not_ready.is_none()),
+    )?;
     pool_gauge(
         encoder,
         "hearth_pool_next_attempt_seconds",

@@ -24,6 +24,7 @@ use crate::config::ServeConfig;
 use crate::form::{self, UploadSettings};
 use crate::guard;
 use crate::response::{self, Keep, ResponseBody};
+use crate::xdebug;
 
 /// Turns the requests of a server into what its workers receive.
 #[derive(Debug)]
@@ -145,6 +146,10 @@ impl Encoder {
         };
         let mut settings = UploadSettings::from_ready(ready.as_deref());
         settings.owner = pool.config().user.as_ref().map(|u| (u.uid, u.gid));
+        let debug = pool.config().debug;
+        if debug {
+            settings.keep_fields = &xdebug::POST_NAMES;
+        }
         // Files no worker opens: Hearth's own, in its own directory.
         let own_dir = body::Spool::own_dir();
         let own = body::Spool {
@@ -153,19 +158,16 @@ impl Encoder {
             dir: &own_dir,
             owner: None,
         };
-        let read = match form::multipart_boundary(
-            &parts.method,
-            parts.headers.get(http::header::CONTENT_TYPE),
-        ) {
-            Some(boundary)
-                if settings.parse_post
-                    && !settings.native
-                    && !exceeds_post_max(parts, &settings) =>
-            {
+        let boundary =
+            form::multipart_boundary(&parts.method, parts.headers.get(http::header::CONTENT_TYPE));
+        // A form PHP parses into $_POST, Hearth or the workers.
+        let parsed = settings.parse_post && !exceeds_post_max(parts, &settings);
+        let read = match &boundary {
+            Some(boundary) if parsed && !settings.native => {
                 let parses = &self.form_parses;
                 form::multipart(
                     incoming,
-                    boundary,
+                    boundary.clone(),
                     self.max_body_size,
                     &settings,
                     &own,
@@ -207,7 +209,13 @@ impl Encoder {
                     })
             }
         };
-        read.map_err(|e| refusal(parts, e))
+        let mut body = read.map_err(|e| refusal(parts, e))?;
+        // Debug mode: a form the workers parse themselves may hold Xdebug
+        // triggers too.
+        if let Some(boundary) = boundary.filter(|_| debug && parsed && body.form.is_none()) {
+            body.kept_fields = xdebug::multipart_fields(&body.held, &boundary).await;
+        }
+        Ok(body)
     }
 
     /// Receives a request's body as it came, without parsing a form (for
@@ -364,6 +372,12 @@ impl WorkerRequest {
             Held::Memory { bytes, .. } if form && self.body.form.is_none() => Some(bytes),
             _ => None,
         }
+    }
+
+    /// The `$_POST` fields of a multipart form that Xdebug reads (debug
+    /// mode only; see [`xdebug::multipart_fields`]).
+    pub fn post_fields(&self) -> &[(String, Option<String>)] {
+        &self.body.kept_fields
     }
 
     /// About the size of the encoded request. It only decides whether the

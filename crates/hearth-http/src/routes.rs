@@ -159,8 +159,8 @@ fn choose<'a>(
 }
 
 impl PoolReport for Pools {
-    /// All pools together: `/readyz` is ready while any pool has a live
-    /// worker (a pool that fails to boot answers 503 on its own).
+    /// All pools together (`/readyz` reads [`PoolReport::pools`]: the
+    /// default pool decides, the others are named).
     fn report(&self) -> PoolSnapshot {
         let mut all = PoolSnapshot::default();
         for route in self.all() {

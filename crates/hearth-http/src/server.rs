@@ -493,7 +493,7 @@ async fn respond(
     let asked = Instant::now();
     // Debug mode: the request's worker starts with its Xdebug triggers,
     // and a request a debugger may hold has no time limit.
-    let mut session_cookie = None;
+    let mut session_cookies = Vec::new();
     let (dispatched, held) = if pool.config().debug {
         let parts = &request.parts;
         let cookies: Vec<&[u8]> = parts
@@ -505,6 +505,7 @@ async fn respond(
         let triggers = xdebug::Triggers::find(
             parts.uri.query(),
             request.form_body(),
+            request.post_fields(),
             cookies.iter().copied(),
         );
         let held = triggers.debugging() || xdebug::always_debugging(pool.config());
@@ -512,7 +513,7 @@ async fn respond(
             env: triggers.env(),
             held,
         };
-        session_cookie = triggers.session_cookie();
+        session_cookies = triggers.session_cookies();
         (
             pool.dispatch_fresh(&fresh, request.len(), encode).await,
             held,
@@ -582,10 +583,12 @@ async fn respond(
             failure(&e, config)
         }
     };
-    if let Some(cookie) = session_cookie.and_then(|c| HeaderValue::try_from(c).ok()) {
-        response
-            .headers_mut()
-            .append(http::header::SET_COOKIE, cookie);
+    for cookie in session_cookies {
+        if let Ok(cookie) = HeaderValue::try_from(cookie) {
+            response
+                .headers_mut()
+                .append(http::header::SET_COOKIE, cookie);
+        }
     }
     if config.observer.is_on() {
         response.extensions_mut().insert(Served {

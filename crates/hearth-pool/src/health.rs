@@ -14,6 +14,12 @@
 //! each backoff, is let through to try again; when one is served (the
 //! deploy was fixed, a reload ran), the pool serves again, with its record
 //! of recent requests cleared.
+//!
+//! Meanwhile the pool tells a load balancer to send it nothing
+//! ([`RequestHealth::unready`]): from the crash loop's start until a
+//! request is served, a reload asks to try the new code, or no worker has
+//! died on a request for [`READY_AGAIN_AFTER`] (no request came to try:
+//! the load balancer took the instance out, and is let back in to try).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -32,6 +38,15 @@ pub(crate) const WINDOW: u32 = 20;
 /// Outcomes needed before their share counts: a pool that just started
 /// is not judged on its first few requests.
 const WINDOW_MIN: u32 = 10;
+
+/// How long after the last worker died on a request a pool in a crash
+/// loop tells load balancers it is ready again, so that one sends the
+/// request that tries. Long beside load balancers' checks (a few seconds
+/// apart, a few failed in a row), so that an instance that stays broken
+/// stays out of rotation most of the time; short enough that one whose
+/// cause went away (a database back) is back within a minute without a
+/// reload.
+pub const READY_AGAIN_AFTER: Duration = Duration::from_secs(30);
 
 /// The wait before the `failures`th attempt in a row: 100 ms, doubled at
 /// each failure, at most `max`.
@@ -101,6 +116,9 @@ struct LoopState {
     outcomes: u32,
     /// How many of [`WINDOW`] outcomes `outcomes` holds.
     seen: u32,
+    /// When the last worker died on a request; none after a reload, whose
+    /// new code has not failed yet.
+    last_crash: Option<Instant>,
 }
 
 impl LoopState {
@@ -144,6 +162,7 @@ impl RequestHealth {
         s.streak = s.streak.saturating_add(1);
         s.record(true);
         s.last_error = why;
+        s.last_crash = Some(Instant::now());
         self.troubled.store(true, Ordering::Release);
         let failing = self.failing.load(Ordering::Acquire);
         if !loops || !(failing || s.streak >= CRASH_LOOP_AFTER || s.mostly_dying()) {
@@ -228,7 +247,23 @@ impl RequestHealth {
         }
         let mut s = self.state();
         s.next_attempt = None;
+        s.last_crash = None;
         (s.outcomes, s.seen) = (0, 0);
+    }
+
+    /// Why a load balancer should send the pool no request at `now`, if
+    /// it should not: in a crash loop, until a reload or until
+    /// [`READY_AGAIN_AFTER`] has passed since the last worker died on a
+    /// request.
+    pub fn unready(&self, now: Instant) -> Option<String> {
+        if !self.failing.load(Ordering::Acquire) {
+            return None;
+        }
+        let s = self.state();
+        let recent = s
+            .last_crash
+            .is_some_and(|at| now.saturating_duration_since(at) < READY_AGAIN_AFTER);
+        recent.then(|| format!("workers are dying on requests ({}): {}", s.why(), s.last_error))
     }
 
     /// The crash loop, if the pool is in one.
@@ -334,6 +369,43 @@ mod tests {
             h.served();
         }
         assert!(!h.troubled.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn a_crash_loop_is_unready_until_a_reload_a_request_served_or_a_quiet_while() {
+        let h = RequestHealth::default();
+        let now = Instant::now();
+        assert!(h.unready(now).is_none());
+        for _ in 0..CRASH_LOOP_AFTER - 1 {
+            h.crashed("exit status 1".into(), MAX, true);
+        }
+        assert!(h.unready(now).is_none(), "not a loop yet");
+        h.crashed("exit status 1".into(), MAX, true);
+        let why = h.unready(Instant::now()).expect("unready in the loop");
+        assert_eq!(
+            why,
+            "workers are dying on requests (3 in a row): exit status 1"
+        );
+        // The backoff ends long before: still unready, while no request
+        // came to try.
+        let later = Instant::now() + Duration::from_secs(10);
+        assert!(h.unready(later).is_some());
+        // No worker died for READY_AGAIN_AFTER: ready again, to try.
+        let quiet = Instant::now() + READY_AGAIN_AFTER + Duration::from_secs(1);
+        assert!(h.unready(quiet).is_none());
+        assert!(h.failing().is_some(), "still failing until one is served");
+        // The one that tries dies too: unready again.
+        h.crashed("exit status 1".into(), MAX, true);
+        assert!(h.unready(Instant::now()).is_some());
+        // A reload: ready to try the new code, until it fails too.
+        h.retry_now();
+        assert!(h.unready(Instant::now()).is_none());
+        h.crashed("exit status 2".into(), MAX, true);
+        assert!(h
+            .unready(Instant::now())
+            .is_some_and(|w| w.contains("exit status 2")));
+        h.served();
+        assert!(h.unready(Instant::now()).is_none());
     }
 
     #[test]

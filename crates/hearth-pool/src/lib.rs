@@ -80,7 +80,7 @@ mod worker;
 pub use config::{Account, Extension, PoolConfig, WorkerUser};
 pub use error::Error;
 pub use fresh::Fresh;
-pub use health::{Failing, FailureCause};
+pub use health::{Failing, FailureCause, READY_AGAIN_AFTER};
 pub use lease::Lease;
 pub use observe::{PastWorker, RestartReason, StartReason, WorkerInfo, WorkerState, PAST_WORKERS};
 pub use paths::Paths;

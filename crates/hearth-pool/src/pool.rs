@@ -233,6 +233,22 @@ impl Pool {
         }
     }
 
+    /// Why a load balancer should send the pool no requests now, if it
+    /// should not: it is stopping, every worker fails to boot (requests get
+    /// a 503), or workers die on requests (a crash loop: see
+    /// [`crate::READY_AGAIN_AFTER`] for when it asks for requests again).
+    /// A pool with some workers failing to boot and others serving is
+    /// ready: its requests are served.
+    pub fn not_ready(&self) -> Option<String> {
+        let s = &self.shared;
+        if s.stopping.load(Ordering::Acquire) {
+            return Some("shutting down".to_owned());
+        }
+        s.health
+            .unready(std::time::Instant::now())
+            .or_else(|| s.hopeless())
+    }
+
     /// Slots failing to boot, as a [`Failing`].
     fn boot_failing(&self) -> Option<Failing> {
         let s = &self.shared;

@@ -147,59 +147,144 @@
 
   // ---- drawing the status ---------------------------------------------
 
-  const KNOWN = new Set(['version', 'pid', 'listen', 'script', 'uptime', 'stopping', 'pool', 'workers', 'mode', 'classic', 'work', 'calls', 'routes']);
+  const KNOWN = new Set(['version', 'pid', 'listen', 'script', 'uptime', 'stopping', 'pool', 'pools', 'workers', 'mode', 'classic', 'work', 'calls', 'routes']);
 
   function drawHead(d) {
     const st = d.status || {};
-    const bits = ['hearth ' + (st.version ?? ''), d.command, st.mode, st.pid && 'pid ' + st.pid, st.listen && 'listening on ' + st.listen, st.uptime != null && 'up ' + dur(st.uptime), st.script, st.stopping && 'STOPPING'];
+    const pools = several(st);
+    const bits = ['hearth ' + (st.version ?? ''), d.command, st.mode, st.pid && 'pid ' + st.pid, st.listen && 'listening on ' + st.listen, st.uptime != null && 'up ' + dur(st.uptime), pools ? pools.length + ' pools' : st.script, st.stopping && 'STOPPING'];
     $('summary').textContent = bits.filter(Boolean).join(' · ');
   }
 
+  // The route a pool takes, as hearth status prints it.
+  function route(p) {
+    const parts = (p.host || []).map((x) => 'host ' + x).concat((p.path || []).map((x) => x + '*'));
+    return parts.length ? parts.join(', ') : 'every other request';
+  }
+  const reasons = (o) => Object.entries(o || {}).filter(([, v]) => v).map(([k, v]) => k + ' ' + v).join(', ') || 'none';
+  const total = (o) => Object.values(o || {}).reduce((a, b) => a + (b || 0), 0);
+
+  // Why a failing pool fails, since when, and when it tries again.
+  function failing(f) {
+    if (!f) return '';
+    const what = f.cause === 'boot' ? 'workers fail to boot' : f.cause === 'requests' ? 'workers die on requests' : String(f.cause);
+    const next = f.next_attempt > 0 ? 'next try in ' + dur(f.next_attempt) : 'trying again now';
+    return 'Failing: ' + what + ' (since ' + ago(f.since) + ', ' + num(f.attempts) + ' in a row; ' + next + '). Last error: ' + (f.last_error || DASH);
+  }
+
+  // One pool's figures: the counts, and the sizing ones where the server
+  // gives them (worker mode; php-fpm has none).
+  function poolFigures(p) {
+    const sizing = 'booting' in p;
+    const state = p.state === 'failing' ? 'FAILING (' + (p.failing_state?.cause ?? '?') + ')' : p.state;
+    return [
+      ['state', 'state', state],
+      ['live', 'live workers', num(p.live)],
+      ['busy', 'busy', num(p.busy)],
+      ['idle', 'idle', num(p.idle)],
+      ['queue', 'waiting', num(p.queue)],
+      ['min_workers', 'min workers', num(p.min_workers)],
+      ['max_workers', 'max workers', num(p.max_workers)],
+      sizing && ['booting', 'booting', num(p.booting) + ' (at most ' + num(p.max_booting) + ')'],
+      sizing && ['memory', 'memory (MiB)', mib(p.memory)],
+      sizing && ['max_pool_memory', 'memory budget (MiB)', p.max_pool_memory == null ? 'none' : mib(p.max_pool_memory)],
+      ['failing', sizing ? 'failing to boot' : 'failing', num(p.failing)],
+      ['started', 'started', num(p.started)],
+      sizing && ['started_by_reason', 'started by reason', reasons(p.started_by_reason)],
+      sizing && ['retired', 'retired', num(total(p.retired_by_reason))],
+      sizing && ['retired_by_reason', 'retired by reason', reasons(p.retired_by_reason)],
+      sizing && ['refused', 'refused for memory', num(p.refused?.memory)],
+      sizing && ['request_crashes', 'died on a request', num(p.request_crashes)],
+      ['restarts', 'restarts', num(p.restarts)],
+      ['restarts_by_reason', 'restarts by reason', reasons(p.restarts_by_reason)],
+    ].filter((c) => c && c[2] != null);
+  }
+
+  // A section per pool (untitled when the server has only one): its
+  // route and script, its failing state while it fails, its figures.
+  function drawPoolCards(list, titled) {
+    const box = $('pools');
+    while (box.children.length > list.length) box.lastChild.remove();
+    list.forEach((q, i) => {
+      let b = box.children[i];
+      if (!b) {
+        b = h('section', { class: 'pool', 'aria-labelledby': 'h-pool-' + i },
+          h('h3', { id: 'h-pool-' + i }), h('p', { class: 'failing', 'data-field': 'failing_state' }), h('dl', { class: 'cards' }));
+        box.append(b);
+      }
+      b.dataset.pool = q.name;
+      const title = b.querySelector('h3');
+      title.hidden = !titled;
+      const text = 'Pool ' + q.name + ': ' + route(q) + (q.script ? ' · ' + q.script : '');
+      if (title.textContent !== text) title.textContent = text;
+      const why = failing(q.pool.failing_state);
+      const banner = b.querySelector('p.failing');
+      banner.hidden = !why;
+      if (banner.textContent !== why) banner.textContent = why;
+      cards(b.querySelector('dl'), poolFigures(q.pool));
+    });
+  }
+
+  // Adds the Pool column (the second) to a table's head, or takes it
+  // away, as the server has several pools or one.
+  function poolColumn(table, on) {
+    const tr = table.tHead.rows[0];
+    const has = tr.cells[1]?.dataset.col === 'pool';
+    if (on && !has) tr.insertBefore(h('th', { scope: 'col', 'data-col': 'pool' }, 'Pool'), tr.cells[1]);
+    if (!on && has) tr.cells[1].remove();
+  }
+  // A row's [field, text] cells with its pool's name second, when there
+  // are several pools.
+  const withPool = (cells, item, on) => (on ? [cells[0], ['pool', item.pool ?? DASH], ...cells.slice(1)] : cells);
+  // What get(pool) lists, of every pool, each item with its pool's name.
+  const ofPools = (pools, get) => pools.flatMap((q) => (get(q) || []).map((x) => ({ ...x, pool: q.name })));
+  // The pools of a server that has several (status.pools), or null.
+  const several = (st) => (Array.isArray(st.pools) && st.pools.length > 1 ? st.pools : null);
+
   function drawPool(d) {
     const st = d.status || {};
-    const p = st.pool;
-    $('pool-section').hidden = !p && !(st.workers || []).length;
-    if (p) {
-      const by = Object.entries(p.restarts_by_reason || {}).filter(([, v]) => v).map(([k, v]) => k + ' ' + v).join(', ');
-      cards($('pool'), [
-        ['live', 'live workers', num(p.live)],
-        ['busy', 'busy', num(p.busy)],
-        ['idle', 'idle', num(p.idle)],
-        ['max_workers', 'max workers', num(p.max_workers)],
-        ['min_workers', 'min workers', num(p.min_workers)],
-        ['queue', 'waiting', num(p.queue)],
-        ['failing', 'failing', num(p.failing)],
-        ['started', 'started', num(p.started)],
-        ['restarts', 'restarts', num(p.restarts)],
-        ['restarts_by_reason', 'restarts by reason', by || 'none'],
-      ]);
-    }
-    const workers = st.workers || [];
+    const pools = several(st);
+    $('pool-section').hidden = !st.pool && !(st.workers || []).length;
+    const list = pools || (st.pool ? [{ name: st.pool.name ?? 'default', pool: st.pool }] : []);
+    drawPoolCards(list.filter((q) => q.pool), !!pools);
+    const workers = pools ? ofPools(pools, (q) => q.workers) : st.workers || [];
+    poolColumn($('workers'), !!pools);
     rows($('workers').tBodies[0], workers, 'data-pid', (w) => w.pid, (w) => {
       const r = w.request;
       const req = r ? [r.method, path(r.uri)].filter(Boolean).join(' ') + ' (' + took(r.seconds) + ')' : DASH;
-      return [['pid', num(w.pid)], ['slot', num(w.slot)], ['state', w.state ?? DASH], ['request', req],
-        ['requests', num(w.requests)], ['memory', mib(w.memory)], ['age', dur(w.age)]];
+      return withPool([['pid', num(w.pid)], ['slot', num(w.slot)], ['state', w.state ?? DASH], ['request', req],
+        ['requests', num(w.requests)], ['memory', mib(w.memory)], ['age', dur(w.age)]], w, !!pools);
     });
     caption($('workers'), ': ' + workers.length);
-    const past = d.past_workers || [];
-    rows($('past-workers').tBodies[0], past, 'data-key', (w) => w.pid + '@' + w.ended, (w) => [
+    // Every pool's, newest first, as many as one pool keeps.
+    const past = pools
+      ? ofPools(pools, (q) => q.past_workers).sort((a, b) => (b.ended ?? 0) - (a.ended ?? 0)).slice(0, 50)
+      : d.past_workers || [];
+    poolColumn($('past-workers'), !!pools);
+    rows($('past-workers').tBodies[0], past, 'data-key', (w) => (w.pool ?? '') + ':' + w.pid + '@' + w.ended, (w) => withPool([
       ['pid', num(w.pid)], ['slot', num(w.slot)], ['reason', w.reason ?? DASH], ['ended', ago(w.ended)],
-      ['requests', num(w.requests)], ['age', dur(w.age)]]);
+      ['requests', num(w.requests)], ['age', dur(w.age)]], w, !!pools));
     caption($('past-workers'), past.length ? '' : ': none yet');
   }
 
   // The routes whose requests grew workers most, most first (the
-  // server's order), from each worker's memory after each request.
+  // server's order; with several pools, every pool's by growth), from
+  // each worker's memory after each request.
   function drawRoutes(d) {
-    const r = (d.status || {}).routes;
+    const st = d.status || {};
+    const pools = several(st);
+    const r = st.routes;
     $('routes').parentElement.hidden = $('cap-routes').hidden = !r;
     if (!r) return;
-    const top = r.top || [];
-    rows($('routes').tBodies[0], top, 'data-route', (x) => x.route, (x) => [
+    const top = pools
+      ? ofPools(pools, (q) => q.routes?.top).sort((a, b) => (b.growth ?? 0) - (a.growth ?? 0)).slice(0, 20)
+      : r.top || [];
+    const counted = pools ? pools.reduce((a, q) => a + (q.routes?.counted || 0), 0) : r.counted;
+    poolColumn($('routes'), !!pools);
+    rows($('routes').tBodies[0], top, 'data-route', (x) => (pools ? x.pool + ' ' : '') + x.route, (x) => withPool([
       ['route', String(x.route ?? DASH)], ['requests', num(x.requests)], ['grew_share', pct(x.grew_share)],
-      ['growth', growth(x.growth)], ['mean', growth(x.mean)]]);
-    caption($('routes'), top.length ? ' (' + top.length + ' of ' + num(r.counted) + ' routes)' : ': none measured yet');
+      ['growth', growth(x.growth)], ['mean', growth(x.mean)]], x, !!pools));
+    caption($('routes'), top.length ? ' (' + top.length + ' of ' + num(counted) + ' routes)' : ': none measured yet');
   }
 
   function drawClassic(d) {
