@@ -43,6 +43,10 @@ impl Site {
         // Not a multiple of a page, nor of any chunk size.
         let data = pattern((3 << 20) + 4097);
         std::fs::write(public.join("big.bin"), &data).expect("set up the site");
+        // A precompressed sibling, and a text file compressed on the fly.
+        std::fs::write(public.join("big.bin.gz"), pattern(300_001)).expect("set up the site");
+        std::fs::write(public.join("notes.txt"), "sent compressed\n".repeat(10_000))
+            .expect("set up the site");
         let worker = format!(
             r#"<?php
 declare(strict_types=1);
@@ -185,6 +189,43 @@ fn files_are_sent_by_the_kernel_byte_for_byte() {
     assert_eq!(r.status, 200);
     assert!(r.body == site.data, "HTTP/1.0");
     assert_eq!(sent_by_kernel(admin) - before, site.data.len() as u64);
+
+    // A precompressed sibling goes as it is: by the kernel too.
+    let gz = std::fs::read(site.public().join("big.bin.gz")).expect("the sibling");
+    let before = sent_by_kernel(admin);
+    let r = Req::new("GET", "/big.bin")
+        .header("Accept-Encoding", "gzip")
+        .send(server.addr);
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    assert!(r.body == gz, "the precompressed sibling");
+    assert_eq!(sent_by_kernel(admin) - before, gz.len() as u64);
+}
+
+/// What the kernel does not send on a plain connection: a body Hearth
+/// compresses on the fly, several ranges (`multipart/byteranges`).
+#[test]
+fn compressed_and_multipart_bodies_are_read() {
+    let site = Site::new();
+    let server = site.start(&[]);
+    let admin = support::admin_addr(&server);
+    let r = Req::new("GET", "/notes.txt")
+        .header("Accept-Encoding", "gzip")
+        .send(server.addr);
+    assert_eq!(
+        (r.status, r.header("content-encoding")),
+        (200, Some("gzip"))
+    );
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&r.body[..])
+        .read_to_string(&mut text)
+        .expect("gzip");
+    assert_eq!(text, "sent compressed\n".repeat(10_000));
+    let r = get(&server, "/big.bin", Some("bytes=0-1,5-6"));
+    assert_eq!(r.status, 206);
+    assert!(r
+        .header("content-type")
+        .is_some_and(|t| t.starts_with("multipart/byteranges")));
+    assert_eq!(sent_by_kernel(admin), 0);
 }
 
 /// Runs curl for `url` with `args`; the body.
