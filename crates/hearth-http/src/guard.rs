@@ -41,6 +41,16 @@
 //!   next response's head is reported short, and hyper writes the head
 //!   again, for real. With a `Content-Length`, hyper writes a body's bytes
 //!   as they are, so the count is exact.
+//!
+//! Why placeholders rather than writing such responses past hyper
+//! altogether: hyper stays the one that frames every response, so its
+//! `Content-Length` check (a body that ends short closes the connection),
+//! keep-alive, pipelining, `Connection: close`, and what the access log
+//! counts all hold as for any body, and a file body that cannot use
+//! sendfile (or stops being able to, mid-file) hands hyper real bytes in
+//! the same stream. The placeholders cost hyper a frame per piece sent
+//! (up to 1 MiB) and no copy: it queues them (the socket takes vectored
+//! writes) and the socket drops them unread.
 
 use std::collections::VecDeque;
 use std::future::Future;

@@ -11,8 +11,9 @@
 //! pool's to say, resolved again at every reload: a request's `SCRIPT_*`
 //! and `DOCUMENT_ROOT` are those of the release its worker runs. With a
 //! document root, GET and HEAD requests for files under it are answered
-//! from disk first (`static_files`), and compressible responses are gzip-
-//! or brotli-encoded for clients that accept it (`compress`).
+//! from disk first (`static_files`; sent by the kernel with sendfile(2) on
+//! plain HTTP/1.x connections, `file_body`), and compressible responses are
+//! gzip- or brotli-encoded for clients that accept it (`compress`).
 //!
 //! # Modules
 //!
