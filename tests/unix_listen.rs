@@ -920,3 +920,57 @@ fn tls_over_a_unix_socket() {
         String::from_utf8_lossy(&plain.body).contains("plain HTTP request was sent to HTTPS port")
     );
 }
+
+/// Static files go out with sendfile(2) onto a unix socket as onto TCP:
+/// the bytes on disk, whole and in a range, every one sent by the kernel
+/// (`hearth_http_sendfile_bytes_total`).
+#[test]
+fn files_are_sent_by_the_kernel_over_a_unix_socket() {
+    let dir = support::tempdir();
+    let public = dir.path().join("public");
+    std::fs::create_dir(&public).expect("mkdir");
+    let data: Vec<u8> = (0..(2u32 << 20) + 3)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8 | 1)
+        .collect();
+    std::fs::write(public.join("big.bin"), &data).expect("write");
+    let socket = dir.path().join("hearth.sock");
+    let root = public.to_string_lossy();
+    let server = start_workers(
+        &socket,
+        &[
+            "--root",
+            &root,
+            "--classic",
+            "off",
+            "--admin",
+            "127.0.0.1:0",
+        ],
+    );
+    let whole = unix_get(&socket, "/big.bin", "");
+    assert_eq!(whole.status, 200);
+    assert!(whole.body == data, "{} bytes, differ", whole.body.len());
+    let range = unix_get(&socket, "/big.bin", "Range: bytes=-5000\r\n");
+    assert_eq!(range.status, 206);
+    assert!(
+        range.body[..] == data[data.len() - 5000..],
+        "the range differs"
+    );
+
+    let admin: std::net::SocketAddr =
+        eventually(Duration::from_secs(10), "the admin address", || {
+            let log = server.log();
+            let rest = log.split("admin endpoints at http://").nth(1)?;
+            rest.split('/').next()?.parse().ok()
+        });
+    let metrics = support::request(
+        admin,
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    .text();
+    let sent: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("hearth_http_sendfile_bytes_total "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no sendfile counter in\n{metrics}"));
+    assert_eq!(sent, data.len() as u64 + 5000);
+}

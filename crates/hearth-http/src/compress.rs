@@ -218,7 +218,7 @@ async fn compress_php(
     let whole = match response.body() {
         ResponseBody::Full(_) | ResponseBody::Charged(..) => true,
         ResponseBody::Spooled(spool) => spooled || spool.len().is_some(),
-        ResponseBody::Reader(_) => false,
+        ResponseBody::Reader(_) | ResponseBody::File(_) => false,
     };
     let big = match hyper::body::Body::size_hint(response.body()).exact() {
         Some(n) => n >= MIN_SIZE,

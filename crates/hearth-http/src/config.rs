@@ -30,6 +30,10 @@ pub struct ServeConfig {
     /// Compress responses on the fly (gzip, brotli) for clients that
     /// accept it: static files, and whole PHP responses.
     pub compression: bool,
+    /// Send files (static files, `X-Sendfile` and `X-Accel-Redirect`
+    /// responses) with sendfile(2) on plain HTTP/1.x connections, as
+    /// nginx's `sendfile on`; off, they are read 64 KiB at a time.
+    pub sendfile: bool,
     /// `SERVER_SOFTWARE`.
     pub server_software: String,
     /// Largest request body accepted; larger ones get 413 before any worker
@@ -142,6 +146,7 @@ impl ServeConfig {
             trusted_proxies: Vec::new(),
             trust_unix_peers: false,
             compression: true,
+            sendfile: true,
             server_software: concat!("hearth/", env!("CARGO_PKG_VERSION")).into(),
             max_body_size: 8 << 20,
             body_buffer_size: 64 << 10,

@@ -18,10 +18,44 @@
 //! it hold: by the time hyper hands over a `Request`, it has already
 //! dropped the evidence (a `Content-Length` next to `Transfer-Encoding`,
 //! the line endings) and chosen a framing.
+//!
+//! # Files sent by the kernel
+//!
+//! On a plain connection, a file's response body can be sent with
+//! sendfile(2) ([`ZeroCopy`]), under hyper, which owns the socket and has
+//! no sendfile of its own. hyper still frames the response (its head, its
+//! `Content-Length`, keep-alive, the next pipelined response): the body
+//! sends each piece of the file itself, then hands hyper as many bytes of
+//! a placeholder (zeros, never read), which this socket reports written
+//! without writing them. Two things make the bytes on the wire exactly
+//! hyper's response with the file in place of the placeholder:
+//!
+//! - Before its first sendfile, the body waits until hyper has flushed
+//!   its write buffer (the head, and anything of an earlier response)
+//!   since the body was first polled: hyper flushes the socket only once
+//!   its buffer is empty. From then on, everything hyper writes until the
+//!   body's end is placeholder bytes, so the file's bytes go out in their
+//!   place in the stream.
+//! - The socket swallows exactly the bytes owed ([`Shared::owed`]), then
+//!   writes again: a write that holds the last placeholder bytes and the
+//!   next response's head is reported short, and hyper writes the head
+//!   again, for real. With a `Content-Length`, hyper writes a body's bytes
+//!   as they are, so the count is exact.
+//!
+//! Why placeholders rather than writing such responses past hyper
+//! altogether: hyper stays the one that frames every response, so its
+//! `Content-Length` check (a body that ends short closes the connection),
+//! keep-alive, pipelining, `Connection: close`, and what the access log
+//! counts all hold as for any body, and a file body that cannot use
+//! sendfile (or stops being able to, mid-file) hands hyper real bytes in
+//! the same stream. The placeholders cost hyper a frame per piece sent
+//! (up to 1 MiB) and no copy: it queues them (the socket takes vectored
+//! writes) and the socket drops them unread.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -29,14 +63,17 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
+use futures_util::task::AtomicWaker;
 use http::StatusCode;
 use hyper::body::{Body, Frame, SizeHint};
+use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
 use crate::framing::{Framer, Limits, Phase, Refusal, Step};
 use crate::listener::Peer;
 use crate::target::{self, RawTarget};
+use crate::zero_copy::{SendFile, MAX_CHUNK};
 
 /// What hyper parses in place of a refused head.
 const STAND_IN: &[u8] = b"GET / HTTP/1.1\r\n\r\n";
@@ -80,6 +117,16 @@ pub(crate) struct Shared {
     /// interim response may go out only when this is false: hyper's buffer
     /// is then empty, and nothing of an earlier response can follow it.
     unflushed: AtomicBool,
+    /// The socket, for file bodies sent with sendfile(2) ([`ZeroCopy`]):
+    /// set on plain HTTP/1.x connections, unless sendfile is off.
+    zero_copy: OnceLock<ZeroCopySocket>,
+    /// Bytes of a response body that the kernel has sent and hyper has
+    /// still to write, as placeholder bytes: the socket swallows them.
+    owed: AtomicU64,
+    /// Times hyper's write buffer was flushed whole, and the file body
+    /// waiting for the next time.
+    flushes: AtomicU64,
+    flushed: AtomicWaker,
 }
 
 /// The socket of an HTTP/1.1 connection as an interim response writes it.
@@ -109,6 +156,97 @@ impl<T: AsyncWrite + Unpin + Send> Interim for Mutex<T> {
 
     fn poll_flush(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut *lock(self)).poll_flush(cx)
+    }
+}
+
+/// The socket of a plain HTTP/1.x connection as sendfile(2) writes it,
+/// between hyper's writes, as [`Interim`] is.
+trait KernelSend: Send + Sync {
+    fn poll_send_file(
+        &self,
+        cx: &mut Context<'_>,
+        file: BorrowedFd<'_>,
+        offset: &mut u64,
+        count: usize,
+    ) -> Poll<io::Result<usize>>;
+}
+
+impl<T: SendFile + Send> KernelSend for Mutex<T> {
+    fn poll_send_file(
+        &self,
+        cx: &mut Context<'_>,
+        file: BorrowedFd<'_>,
+        offset: &mut u64,
+        count: usize,
+    ) -> Poll<io::Result<usize>> {
+        lock(self).poll_send_file(cx, file, offset, count)
+    }
+}
+
+struct ZeroCopySocket {
+    socket: Arc<dyn KernelSend>,
+    /// Counts the bytes sent so (`hearth_http_sendfile_bytes`).
+    sent: Option<Counter>,
+}
+
+impl std::fmt::Debug for ZeroCopySocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ZeroCopySocket")
+    }
+}
+
+/// What a placeholder is cut from: never read (the socket swallows it),
+/// so its pages are never touched either.
+static ZEROS: [u8; MAX_CHUNK] = [0; MAX_CHUNK];
+
+/// One file body's way onto its connection's socket with sendfile(2)
+/// (see the module's docs, "Files sent by the kernel").
+#[derive(Debug)]
+pub(crate) struct ZeroCopy {
+    shared: Arc<Shared>,
+    /// hyper's flushes when the body was first polled.
+    since: Option<u64>,
+    /// Everything hyper wrote before the body is on the socket.
+    clear: bool,
+}
+
+impl ZeroCopy {
+    /// Sends up to `count` bytes of `file` from `offset` (advanced by
+    /// what was sent) onto the socket, once hyper has written out all it
+    /// held before the body; waits on the socket as a write does, under
+    /// the send timeout. The answer is the placeholder for what was sent,
+    /// which the body must hand hyper as its next data frame, as it is;
+    /// empty: `offset` is at or past the end of the file.
+    pub fn poll_send(
+        &mut self,
+        cx: &mut Context<'_>,
+        file: BorrowedFd<'_>,
+        offset: &mut u64,
+        count: usize,
+    ) -> Poll<io::Result<Bytes>> {
+        let Some(to) = self.shared.zero_copy.get() else {
+            return Poll::Ready(Err(io::ErrorKind::Unsupported.into()));
+        };
+        if !self.clear {
+            self.shared.flushed.register(cx.waker());
+            let flushes = self.shared.flushes.load(Ordering::Acquire);
+            match self.since {
+                // hyper holds the head: it flushes it right after this poll.
+                None => {
+                    self.since = Some(flushes);
+                    return Poll::Pending;
+                }
+                Some(since) if since == flushes => return Poll::Pending,
+                Some(_) => self.clear = true,
+            }
+        }
+        let count = count.min(ZEROS.len());
+        let n = std::task::ready!(to.socket.poll_send_file(cx, file, offset, count))?;
+        self.shared.owed.fetch_add(n as u64, Ordering::AcqRel);
+        if let Some(sent) = &to.sent {
+            sent.inc_by(n as u64);
+        }
+        Poll::Ready(Ok(Bytes::from_static(&ZEROS[..n])))
     }
 }
 
@@ -176,6 +314,29 @@ impl Shared {
             self.calls.load(Ordering::Acquire),
             self.done.load(Ordering::Acquire),
         )
+    }
+
+    /// A way to send a file body with sendfile(2), on a connection that
+    /// allows it (plain HTTP/1.x, sendfile on).
+    pub fn zero_copy(self: &Arc<Self>) -> Option<ZeroCopy> {
+        self.zero_copy.get()?;
+        Some(ZeroCopy {
+            shared: self.clone(),
+            since: None,
+            clear: false,
+        })
+    }
+
+    /// Takes up to `len` bytes hyper writes as placeholder bytes owed:
+    /// how many, if any are owed.
+    fn swallow(&self, len: usize) -> Option<usize> {
+        let owed = self.owed.load(Ordering::Acquire);
+        if owed == 0 || len == 0 {
+            return None;
+        }
+        let n = owed.min(len as u64);
+        self.owed.fetch_sub(n, Ordering::AcqRel);
+        Some(n as usize)
     }
 
     fn idle(&self) -> bool {
@@ -312,6 +473,16 @@ impl<T: AsyncWrite + Unpin + Send + 'static> GuardedIo<T> {
         let socket: Arc<dyn Interim> = io.inner.clone();
         let _ = io.shared.interim.set(InterimSocket(socket));
         io
+    }
+}
+
+impl<T: AsyncWrite + SendFile + Unpin + Send + 'static> GuardedIo<T> {
+    /// Lets file bodies on this connection be sent with sendfile(2) (see
+    /// [`ZeroCopy`]); `sent` counts the bytes sent so.
+    pub fn with_zero_copy(self, sent: Option<Counter>) -> GuardedIo<T> {
+        let socket: Arc<dyn KernelSend> = self.inner.clone();
+        let _ = self.shared.zero_copy.set(ZeroCopySocket { socket, sent });
+        self
     }
 }
 
@@ -558,6 +729,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
         self.shared.unflushed.store(true, Ordering::Release);
+        if let Some(n) = self.shared.swallow(data.len()) {
+            return Poll::Ready(Ok(n));
+        }
         Pin::new(&mut *lock(&self.inner)).poll_write(cx, data)
     }
 
@@ -567,6 +741,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         self.shared.unflushed.store(true, Ordering::Release);
+        let len = bufs.iter().map(|b| b.len()).sum();
+        if let Some(n) = self.shared.swallow(len) {
+            // Short when the next response's head follows: hyper writes
+            // the rest again.
+            return Poll::Ready(Ok(n));
+        }
         Pin::new(&mut *lock(&self.inner)).poll_write_vectored(cx, bufs)
     }
 
@@ -580,6 +760,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
         let flushed = Pin::new(&mut *lock(&self.inner)).poll_flush(cx);
         if let Poll::Ready(Ok(())) = flushed {
             self.shared.unflushed.store(false, Ordering::Release);
+            self.shared.flushes.fetch_add(1, Ordering::AcqRel);
+            self.shared.flushed.wake();
         }
         flushed
     }
@@ -622,5 +804,59 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    /// Bytes owed for a file the kernel sent are reported written and
+    /// never reach the socket; a write that holds more than is owed is
+    /// reported short, so that the rest (the next response's head) is
+    /// written again, for real.
+    #[tokio::test]
+    async fn owed_bytes_are_swallowed_and_nothing_after_them() {
+        let (near, mut far) = tokio::io::duplex(1 << 16);
+        let shared = Arc::new(Shared::default());
+        let limits = Limits {
+            request_line: 8 << 10,
+            header_size: 32 << 10,
+            headers: 100,
+        };
+        let timeouts = Timeouts {
+            header: Duration::from_secs(5),
+            body: Duration::from_secs(5),
+            keep_alive: Duration::from_secs(5),
+        };
+        let mut io = GuardedIo::new(near, limits, timeouts, shared.clone(), Peer::Unix);
+
+        shared.owed.store(10, Ordering::Release);
+        let head = b"HTTP/1.1 200 OK\r\n";
+        let bufs = [
+            io::IoSlice::new(&ZEROS[..4]),
+            io::IoSlice::new(&ZEROS[..4]),
+            io::IoSlice::new(&ZEROS[..2]),
+            io::IoSlice::new(head),
+        ];
+        let n = std::future::poll_fn(|cx| Pin::new(&mut io).poll_write_vectored(cx, &bufs))
+            .await
+            .unwrap();
+        assert_eq!(n, 10, "short: the owed bytes only");
+        io.write_all(head).await.unwrap();
+
+        shared.owed.store(3, Ordering::Release);
+        let n = io.write(b"\0\0\0next").await.unwrap();
+        assert_eq!(n, 3);
+        io.write_all(b"next").await.unwrap();
+        // Nothing owed: bytes pass as they are.
+        io.write_all(b"\0end").await.unwrap();
+        io.flush().await.unwrap();
+        assert_eq!(shared.flushes.load(Ordering::Acquire), 1);
+        drop(io);
+        let mut got = Vec::new();
+        far.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"HTTP/1.1 200 OK\r\nnext\0end");
     }
 }

@@ -11,8 +11,9 @@
 //! pool's to say, resolved again at every reload: a request's `SCRIPT_*`
 //! and `DOCUMENT_ROOT` are those of the release its worker runs. With a
 //! document root, GET and HEAD requests for files under it are answered
-//! from disk first (`static_files`), and compressible responses are gzip-
-//! or brotli-encoded for clients that accept it (`compress`).
+//! from disk first (`static_files`; sent by the kernel with sendfile(2) on
+//! plain HTTP/1.x connections, `file_body`), and compressible responses are
+//! gzip- or brotli-encoded for clients that accept it (`compress`).
 //!
 //! # Modules
 //!
@@ -40,6 +41,8 @@
 //! - `static_files`: files from the document root, served as nginx would.
 //! - `compress`: gzip and brotli for clients that accept them.
 //! - `response`: the worker's response frames turned into an HTTP response.
+//! - `file_body`: a file (or a range of it) as a response body: sent by
+//!   the kernel (sendfile) on plain HTTP/1.x connections, else read.
 //! - `stall`: the send timeout: stalled writes and stalled HTTP/2 streams.
 //! - `sendbuf`: what a response holds while its client takes it: memory,
 //!   then a temporary file, within budgets shared by all responses.
@@ -52,12 +55,14 @@
 //!   second's latencies and status classes, the slowest requests).
 //! - `access_log`: one line per request, written by a thread of its own.
 //! - `cgi`: the `$_SERVER` variables, as nginx and php-fpm would set them.
-//! - `guard`: the HTTP/1.1 socket as hyper sees it: strict framing, timeouts.
+//! - `guard`: the HTTP/1.1 socket as hyper sees it: strict framing,
+//!   timeouts, file bodies the kernel sends past hyper.
 //! - `fuzzing`: the framer opened to the fuzz target (feature `fuzzing`).
 //! - `framing`: where each HTTP/1.1 request begins and ends, without I/O.
 //! - `target`: the request target as nginx takes it.
 //! - `listener`: the listening socket, TCP or unix, and the connections
 //!   it accepts.
+//! - `zero_copy`: sendfile(2) onto a plain socket.
 //! - `tls`: the certificate and the rustls settings.
 //! - `throttle`: log lines a client can cause, at most one per interval.
 
@@ -69,6 +74,7 @@ mod classic;
 mod compress;
 mod config;
 pub mod dashboard;
+mod file_body;
 mod form;
 mod framing;
 #[cfg(feature = "fuzzing")]
@@ -93,6 +99,7 @@ mod target;
 mod throttle;
 mod tls;
 mod xdebug;
+mod zero_copy;
 
 pub use access_log::{AccessLog, AccessLogFormat};
 pub use cgi::{parse_trusted_proxy, Script};

@@ -9,12 +9,15 @@
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+
+use crate::zero_copy::SendFile;
 
 /// A listening socket the server accepts connections on.
 #[derive(Debug)]
@@ -106,6 +109,21 @@ impl fmt::Display for Peer {
 pub(crate) enum Socket {
     Tcp(TcpStream),
     Unix(UnixStream),
+}
+
+impl SendFile for Socket {
+    fn poll_send_file(
+        &mut self,
+        cx: &mut Context<'_>,
+        file: BorrowedFd<'_>,
+        offset: &mut u64,
+        count: usize,
+    ) -> Poll<io::Result<usize>> {
+        match self {
+            Socket::Tcp(s) => s.poll_send_file(cx, file, offset, count),
+            Socket::Unix(s) => s.poll_send_file(cx, file, offset, count),
+        }
+    }
 }
 
 impl AsyncRead for Socket {

@@ -168,6 +168,7 @@ pub struct Metrics {
     durations: Family<ClassLabels, Histogram, fn() -> Histogram>,
     in_flight: Gauge,
     send_timeouts: Counter,
+    sendfile_bytes: Counter,
     /// The dashboard's record of the last seconds.
     recent: Arc<Recent>,
 }
@@ -203,6 +204,13 @@ impl Metrics {
             "Responses cut because their client took none of them for send_timeout",
             send_timeouts.clone(),
         );
+        let sendfile_bytes = Counter::default();
+        registry.register(
+            "hearth_http_sendfile_bytes",
+            "Bytes of files (static files, X-Sendfile and X-Accel-Redirect responses) the kernel \
+             sent with sendfile(2), never read into Hearth",
+            sendfile_bytes.clone(),
+        );
         registry.register_collector(Box::new(PoolCollector { pool, access_log }));
         Metrics {
             registry,
@@ -210,6 +218,7 @@ impl Metrics {
             durations,
             in_flight,
             send_timeouts,
+            sendfile_bytes,
             recent: Arc::default(),
         }
     }
@@ -237,6 +246,7 @@ impl Metrics {
             ),
             in_flight: Gauge::default(),
             send_timeouts: Counter::default(),
+            sendfile_bytes: Counter::default(),
             recent: Arc::default(),
         }
     }
@@ -282,6 +292,11 @@ impl Metrics {
     /// connection closed).
     pub(crate) fn send_timed_out(&self) {
         self.send_timeouts.inc();
+    }
+
+    /// What counts the bytes of files sent with sendfile(2).
+    pub(crate) fn sendfile_bytes(&self) -> Counter {
+        self.sendfile_bytes.clone()
     }
 
     /// What the dashboard reads of the last seconds.

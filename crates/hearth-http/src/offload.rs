@@ -6,8 +6,9 @@
 //! its empty body) has been read whole, and its lease released, by the
 //! time [`respond`] runs. The file is then sent as a document-root file
 //! is (`static_files`): ETag, Last-Modified, ranges, conditional requests,
-//! HEAD, read in 64 KiB chunks at the client's pace, under the send
-//! timeout.
+//! HEAD, at the client's pace, under the send timeout; sent by the kernel
+//! (sendfile) on plain HTTP/1.x connections, else read in 64 KiB chunks
+//! (see `file_body`).
 //!
 //! Only files under a `--sendfile-root` are served. The path is checked
 //! as written (absolute, no `.` or `..` segment, under a root), then
@@ -38,7 +39,7 @@ use http::{Method, Response, StatusCode, Uri};
 
 use crate::config::SendfileRoot;
 use crate::response::{self, ResponseBody};
-use crate::static_files::Answer;
+use crate::static_files::{self, Answer};
 
 const X_SENDFILE: &str = "x-sendfile";
 const X_ACCEL_REDIRECT: &str = "x-accel-redirect";
@@ -84,6 +85,9 @@ pub(crate) struct Request<'a> {
     pub method: &'a Method,
     pub uri: &'a Uri,
     pub headers: &'a HeaderMap,
+    /// The request's extensions: its connection, onto which the kernel
+    /// may send the file.
+    pub extensions: &'a http::Extensions,
     /// The worker that answered, for the log.
     pub pid: u32,
 }
@@ -175,6 +179,7 @@ pub(crate) async fn respond(
         compression,
         method: &method,
         headers: request.headers,
+        socket: static_files::zero_copy(request.extensions),
     };
     let mut served = match answer.opened(file).await {
         Ok(served) => served,

@@ -8,6 +8,7 @@
 //! which hyper's h2 enforces.
 
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -20,6 +21,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::listener::{Peer, Socket};
 use crate::tls::ALPN_H2;
+use crate::zero_copy::SendFile;
 
 /// The first bytes an HTTP/2 client sends (RFC 9113, 3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -217,6 +219,42 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Prefixed<T> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+impl<T: SendFile> SendFile for Prefixed<T> {
+    fn poll_send_file(
+        &mut self,
+        cx: &mut Context<'_>,
+        file: BorrowedFd<'_>,
+        offset: &mut u64,
+        count: usize,
+    ) -> Poll<io::Result<usize>> {
+        self.inner.poll_send_file(cx, file, offset, count)
+    }
+}
+
+impl Stream {
+    /// Whether the connection is plain, not TLS: the kernel may send
+    /// files onto it ([`SendFile`]).
+    pub(crate) fn is_plain(&self) -> bool {
+        matches!(self, Stream::Plain(_))
+    }
+}
+
+impl SendFile for Stream {
+    fn poll_send_file(
+        &mut self,
+        cx: &mut Context<'_>,
+        file: BorrowedFd<'_>,
+        offset: &mut u64,
+        count: usize,
+    ) -> Poll<io::Result<usize>> {
+        match self {
+            Stream::Plain(s) => s.poll_send_file(cx, file, offset, count),
+            // The bytes must go through rustls to be encrypted.
+            Stream::Tls(_) => Poll::Ready(Err(io::ErrorKind::Unsupported.into())),
+        }
     }
 }
 

@@ -23,6 +23,7 @@ use tokio::io::AsyncRead;
 use tokio::time::Instant;
 use tokio_util::io::ReaderStream;
 
+use crate::file_body::FileBody;
 use crate::guard;
 use crate::sendbuf::{self, Held, Limits, PushError};
 
@@ -43,6 +44,9 @@ pub enum ResponseBody {
     /// Read chunk by chunk from a file or through a compressor, so large
     /// files never sit in memory whole.
     Reader(ReaderBody),
+    /// A file, or one range of it, sent by the kernel (sendfile) where the
+    /// connection allows it, else read chunk by chunk.
+    File(FileBody),
 }
 
 /// A body read from an [`AsyncRead`](tokio::io::AsyncRead) (a static file,
@@ -60,6 +64,36 @@ impl ReaderBody {
         ReaderBody {
             stream: ReaderStream::with_capacity(reader, 64 << 10),
             len,
+        }
+    }
+}
+
+impl Body for ReaderBody {
+    type Data = Bytes;
+    type Error = StreamError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<BodyFrame<Bytes>, StreamError>>> {
+        Pin::new(&mut self.get_mut().stream)
+            .poll_next(cx)
+            .map(|chunk| {
+                chunk.map(|r| {
+                    r.map(BodyFrame::data)
+                        .map_err(|e| StreamError(e.to_string()))
+                })
+            })
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.len == Some(0)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.len {
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::default(),
         }
     }
 }
@@ -111,14 +145,10 @@ impl Body for ResponseBody {
             ResponseBody::Spooled(spool) => spool
                 .poll_chunk(cx)
                 .map(|chunk| chunk.map(|r| r.map(BodyFrame::data).map_err(StreamError))),
-            ResponseBody::Reader(reader) => {
-                Pin::new(&mut reader.stream).poll_next(cx).map(|chunk| {
-                    chunk.map(|r| {
-                        r.map(BodyFrame::data)
-                            .map_err(|e| StreamError(e.to_string()))
-                    })
-                })
-            }
+            ResponseBody::Reader(reader) => Pin::new(reader).poll_frame(cx),
+            ResponseBody::File(file) => Pin::new(file)
+                .poll_frame(cx)
+                .map_err(|e| StreamError(e.to_string())),
         }
     }
 
@@ -126,7 +156,8 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Full(full) => full.is_end_stream(),
             ResponseBody::Charged(held) => held.remaining() == 0,
-            ResponseBody::Reader(reader) => reader.len == Some(0),
+            ResponseBody::Reader(reader) => reader.is_end_stream(),
+            ResponseBody::File(file) => file.is_end_stream(),
             ResponseBody::Spooled(spool) => spool.len() == Some(0),
         }
     }
@@ -135,12 +166,12 @@ impl Body for ResponseBody {
         match self {
             ResponseBody::Full(full) => full.size_hint(),
             ResponseBody::Charged(held) => SizeHint::with_exact(held.remaining() as u64),
-            ResponseBody::Reader(ReaderBody { len: Some(n), .. }) => SizeHint::with_exact(*n),
+            ResponseBody::Reader(reader) => reader.size_hint(),
+            ResponseBody::File(file) => file.size_hint(),
             ResponseBody::Spooled(spool) => match spool.len() {
                 Some(n) => SizeHint::with_exact(n),
                 None => SizeHint::default(),
             },
-            ResponseBody::Reader(_) => SizeHint::default(),
         }
     }
 }

@@ -276,19 +276,26 @@ async fn serve_app(
                 let (http1, http2) = (http1.clone(), http2.clone());
                 let negotiation = negotiation.clone();
                 let (send_timeout, metrics) = (config.send_timeout, config.observer.metrics.clone());
+                // Files sent by the kernel, and what counts their bytes.
+                let zero_copy = config.sendfile.then(|| metrics.as_ref().map(|m| m.sendfile_bytes()));
                 connections.spawn(async move {
                     let negotiated = protocol::negotiate(stream, &negotiation, remote).await.map(
                         |(stream, protocol)| {
-                            (WriteTimeout::new(stream, send_timeout, remote, metrics), protocol)
+                            let plain = stream.is_plain();
+                            (WriteTimeout::new(stream, send_timeout, remote, metrics), protocol, plain)
                         },
                     );
                     let ended = match negotiated {
                         None => Ok(()),
-                        Some((stream, Protocol::Http1)) => {
+                        Some((stream, Protocol::Http1, plain)) => {
                             let io = GuardedIo::http1(stream, limits, timeouts, guard_shared, remote);
+                            let io = match zero_copy {
+                                Some(sent) if plain => io.with_zero_copy(sent),
+                                _ => io,
+                            };
                             watcher.watch(http1.serve_connection(TokioIo::new(io), service)).await
                         }
-                        Some((stream, Protocol::Http2)) => {
+                        Some((stream, Protocol::Http2, _)) => {
                             drop(watcher);
                             http2.serve(stream, service, guard_shared, stop).await
                         }
@@ -570,6 +577,7 @@ async fn respond(
                 method: &parts.method,
                 uri: &parts.uri,
                 headers: &parts.headers,
+                extensions: &parts.extensions,
                 pid,
             };
             offload::respond(response, asked, &config.sendfile_roots, config.compression).await

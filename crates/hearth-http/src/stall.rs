@@ -22,6 +22,7 @@
 
 use std::future::Future;
 use std::io;
+use std::os::fd::BorrowedFd;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll};
@@ -34,6 +35,7 @@ use tokio::time::{Instant, Sleep};
 use crate::listener::Peer;
 use crate::metrics::Metrics;
 use crate::throttle::{self, Throttle};
+use crate::zero_copy::SendFile;
 
 /// How often each kind of send timeout is logged at most: a client can
 /// cause one per stream or connection it opens.
@@ -251,6 +253,21 @@ impl<T> WriteTimeout<T> {
             io::ErrorKind::TimedOut,
             "send timeout: the client takes nothing",
         )))
+    }
+}
+
+/// sendfile(2) under the same clock as writes: blocked for the send
+/// timeout, it fails.
+impl<T: SendFile> SendFile for WriteTimeout<T> {
+    fn poll_send_file(
+        &mut self,
+        cx: &mut Context<'_>,
+        file: BorrowedFd<'_>,
+        offset: &mut u64,
+        count: usize,
+    ) -> Poll<io::Result<usize>> {
+        let polled = self.inner.poll_send_file(cx, file, offset, count);
+        self.check(cx, polled)
     }
 }
 

@@ -24,14 +24,17 @@ use std::ffi::OsStr;
 use std::io::SeekFrom;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use http::header::{self, HeaderMap, HeaderValue};
 use http::request::Parts;
-use http::{Method, Response, StatusCode};
+use http::{Extensions, Method, Response, StatusCode};
 use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _, BufReader};
 
 use crate::compress::{self, Coding};
+use crate::file_body::FileBody;
+use crate::guard::{self, ZeroCopy};
 use crate::response::{self, ReaderBody, ResponseBody};
 
 /// What a request path asks for, before the file system is consulted.
@@ -272,8 +275,15 @@ async fn serve_file(
         compression,
         method: &parts.method,
         headers: &parts.headers,
+        socket: zero_copy(&parts.extensions),
     };
     answer.send(file, &accepted).await.map(Some)
+}
+
+/// The request's connection, if a file can be sent onto it with
+/// sendfile(2) (see [`FileBody`]).
+pub(crate) fn zero_copy(request: &Extensions) -> Option<ZeroCopy> {
+    request.get::<Arc<guard::Shared>>()?.zero_copy()
 }
 
 /// How an opened file is answered: for which request, under which name.
@@ -286,6 +296,8 @@ pub(crate) struct Answer<'a> {
     pub method: &'a Method,
     /// The request's headers: its ranges, conditions and codings.
     pub headers: &'a HeaderMap,
+    /// The connection, when the kernel may send the file onto it.
+    pub socket: Option<ZeroCopy>,
 }
 
 impl Answer<'_> {
@@ -303,7 +315,7 @@ impl Answer<'_> {
 
     async fn send(
         self,
-        mut file: Opened,
+        file: Opened,
         accepted: &[Coding],
     ) -> std::io::Result<Response<ResponseBody>> {
         let Answer {
@@ -311,6 +323,7 @@ impl Answer<'_> {
             compression,
             method,
             headers: request,
+            socket,
         } = self;
         let content_type = mime_guess::from_path(requested).first_or_octet_stream();
         let compressible = compress::is_compressible(content_type.essence_str());
@@ -424,10 +437,7 @@ impl Answer<'_> {
         } else if let Some(coding) = on_the_fly {
             ResponseBody::Reader(coding.encode(BufReader::with_capacity(64 << 10, file.file)))
         } else {
-            if start > 0 {
-                file.file.seek(SeekFrom::Start(start)).await?;
-            }
-            ResponseBody::Reader(ReaderBody::new(file.file.take(len), Some(len)))
+            ResponseBody::File(FileBody::new(file.file, start, len, socket).await?)
         };
         if on_the_fly.is_none() {
             headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));

@@ -165,6 +165,12 @@ pub struct ServeOptions {
     /// files are still served)
     #[arg(long = "no-compression", action = clap::ArgAction::Set, num_args = 0, default_missing_value = "false")]
     pub compression: bool,
+    /// Read files (--root's, X-Sendfile and X-Accel-Redirect ones) 64 KiB at a time
+    /// instead of sending them with sendfile(2) on plain HTTP/1.x connections
+    /// (nginx's sendfile off): for files on network or FUSE filesystems, which
+    /// sendfile would read in the thread that serves connections
+    #[arg(long = "no-sendfile", action = clap::ArgAction::Set, num_args = 0, default_missing_value = "false")]
+    pub sendfile: bool,
     /// How long a request waits for a free worker before a 503
     #[arg(long, value_name = "DURATION")]
     pub queue_timeout: Seconds,
@@ -326,6 +332,7 @@ impl Default for ServeOptions {
             route: Vec::new(),
             php_fpm: None,
             compression: true,
+            sendfile: true,
             queue_timeout: Seconds::from_secs(30),
             boot_timeout: Seconds::from_secs(60),
             grace_period: Seconds::from_secs(30),
@@ -684,6 +691,7 @@ impl ServeOptions {
         http.trusted_proxies = self.trusted_proxies.iter().filter_map(|p| p.0).collect();
         http.trust_unix_peers = self.trusted_proxies.iter().any(|p| p.0.is_none());
         http.compression = self.compression;
+        http.sendfile = self.sendfile;
         http.max_body_size = self.max_body_size.0;
         http.body_buffer_size = self.body_buffer_size.as_usize();
         http.max_request_line = self.max_request_line.as_usize();
