@@ -263,7 +263,13 @@ impl RequestHealth {
         let recent = s
             .last_crash
             .is_some_and(|at| now.saturating_duration_since(at) < READY_AGAIN_AFTER);
-        recent.then(|| format!("workers are dying on requests ({}): {}", s.why(), s.last_error))
+        recent.then(|| {
+            format!(
+                "workers are dying on requests ({}): {}",
+                s.why(),
+                s.last_error
+            )
+        })
     }
 
     /// The crash loop, if the pool is in one.
