@@ -213,7 +213,10 @@ pub(crate) async fn answer(
                 router.root(),
                 requested,
                 &real,
-                cx.config.compression,
+                static_files::Disk {
+                    compression: cx.config.compression,
+                    inline: cx.config.sendfile,
+                },
                 &parts,
             )
             .await

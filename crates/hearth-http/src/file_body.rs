@@ -79,24 +79,25 @@ impl std::fmt::Debug for FileBody {
 impl FileBody {
     /// `len` bytes of `file` from `start`; with `socket`, sent with
     /// sendfile(2).
-    pub(crate) async fn new(
-        mut file: tokio::fs::File,
+    pub(crate) fn new(
+        mut file: std::fs::File,
         start: u64,
         len: u64,
         socket: Option<ZeroCopy>,
     ) -> std::io::Result<FileBody> {
         let how = match socket {
             Some(socket) => How::Kernel {
-                file: file.into_std().await,
+                file,
                 offset: start,
                 left: len,
                 socket,
             },
             None => {
                 if start > 0 {
-                    tokio::io::AsyncSeekExt::seek(&mut file, SeekFrom::Start(start)).await?;
+                    // A seek touches no data: it cannot block on the disk.
+                    file.seek(SeekFrom::Start(start))?;
                 }
-                reading(file, len)
+                reading(tokio::fs::File::from_std(file), len)
             }
         };
         Ok(FileBody { how })
@@ -320,10 +321,8 @@ mod tests {
                 return Response::new(Tracked::new(body, in_flight));
             }
         };
-        let file = tokio::fs::File::open(&*path).await.unwrap();
-        let body = FileBody::new(file, start, n, shared.zero_copy())
-            .await
-            .unwrap();
+        let file = std::fs::File::open(&*path).unwrap();
+        let body = FileBody::new(file, start, n, shared.zero_copy()).unwrap();
         let mut response = Response::new(Tracked::new(Either::Left(body), in_flight));
         response
             .headers_mut()

@@ -478,7 +478,11 @@ async fn respond(
     if static_first && pool.config().document_root.is_some() {
         let paths = pool.paths();
         if let Some(root) = &paths.document_root {
-            if let Some(response) = static_files::respond(root, config.compression, &parts).await {
+            let disk = static_files::Disk {
+                compression: config.compression,
+                inline: config.sendfile,
+            };
+            if let Some(response) = static_files::respond(root, disk, &parts).await {
                 return Ok(response);
             }
         }
