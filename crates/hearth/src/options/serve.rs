@@ -167,8 +167,9 @@ pub struct ServeOptions {
     pub compression: bool,
     /// Read files (--root's, X-Sendfile and X-Accel-Redirect ones) 64 KiB at a time
     /// instead of sending them with sendfile(2) on plain HTTP/1.x connections
-    /// (nginx's sendfile off): for files on network or FUSE filesystems, which
-    /// sendfile would read in the thread that serves connections
+    /// (nginx's sendfile off), and look them up on tokio's blocking threads: for
+    /// files on network or FUSE filesystems, which sendfile would read, and lookups
+    /// open, in the thread that serves connections
     #[arg(long = "no-sendfile", action = clap::ArgAction::Set, num_args = 0, default_missing_value = "false")]
     pub sendfile: bool,
     /// How long a request waits for a free worker before a 503
