@@ -656,22 +656,13 @@ fn a_classic_pool_is_refused_what_only_workers_have() {
     }
 }
 
-#[test]
-fn a_classic_site_as_the_default_pool_takes_what_the_worker_pools_do_not() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let site = dir.path().join("site");
-    std::fs::create_dir_all(&site).expect("mkdir site");
-    std::fs::write(
-        site.join("index.php"),
-        "<?php echo 'site ', PHP_SAPI, ' ', $_SERVER['SCRIPT_NAME'], ' ', $_SERVER['REQUEST_URI'];\n",
-    )
-    .expect("write index.php");
-    std::fs::write(site.join("legacy.php"), "<?php echo 'legacy';\n").expect("write legacy.php");
-    let socket = dir.path().join("control.sock");
-    let toml = format!(
+/// A hearth.toml whose `[serve]` has `serve` (its default pool), one
+/// worker and `socket`, beside an `api` pool of the fixture worker.
+fn with_api_pool(serve: &str, socket: &Path) -> String {
+    format!(
         r#"
 [serve]
-root = "site"
+{serve}
 workers = 1
 control_socket = "{socket}"
 
@@ -684,7 +675,22 @@ ini = {{ "hearth_test.pool" = "api" }}
 "#,
         worker = worker(),
         socket = socket.display(),
-    );
+    )
+}
+
+#[test]
+fn a_classic_site_as_the_default_pool_takes_what_the_worker_pools_do_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let site = dir.path().join("site");
+    std::fs::create_dir_all(&site).expect("mkdir site");
+    std::fs::write(
+        site.join("index.php"),
+        "<?php echo 'site ', PHP_SAPI, ' ', $_SERVER['SCRIPT_NAME'], ' ', $_SERVER['REQUEST_URI'];\n",
+    )
+    .expect("write index.php");
+    std::fs::write(site.join("legacy.php"), "<?php echo 'legacy';\n").expect("write legacy.php");
+    let socket = dir.path().join("control.sock");
+    let toml = with_api_pool("root = \"site\"", &socket);
     let server = start(dir.path(), &toml, &[]);
     assert_eq!(pool_of(&server, "localhost", "/api/users"), "api");
     let (status, body, _) = get(&server, "localhost", "/legacy.php");
@@ -732,24 +738,7 @@ fn a_mixed_site_as_the_default_pool_keeps_its_php_fpm_beside_other_pools() {
     )
     .expect("write legacy.php");
     let socket = dir.path().join("control.sock");
-    let toml = format!(
-        r#"
-[serve]
-script = "public/index.php"
-root = "public"
-workers = 1
-control_socket = "{socket}"
-
-[[serve.pool]]
-name = "api"
-path = "/api/"
-script = "{worker}"
-workers = 1
-ini = {{ "hearth_test.pool" = "api" }}
-"#,
-        worker = worker(),
-        socket = socket.display(),
-    );
+    let toml = with_api_pool("script = \"public/index.php\"\nroot = \"public\"", &socket);
     let server = start(dir.path(), &toml, &[]);
     assert!(
         server

@@ -121,40 +121,7 @@ fn resolve(options: ServeOptions) -> anyhow::Result<Setup> {
     }
 
     pool.document_root = document_root(options.root.as_deref())?;
-    let mut pools = Vec::new();
-    for section in &options.pool {
-        let own = section.options(&options);
-        let context = || format!("[[serve.pool]] {}", section.name);
-        let kind = if section.is_classic() {
-            let root = document_root(own.root.as_deref())
-                .with_context(context)?
-                .unwrap_or_default();
-            let fpm = crate::classic::fpm_config(&own).with_context(context)?;
-            fpm.find_binary()
-                .map_err(|e| anyhow::anyhow!("a classic pool needs php-fpm: {e}"))
-                .with_context(context)?;
-            PoolKind::Classic {
-                root,
-                fpm: Box::new(fpm),
-                options: Box::new(own.clone()),
-            }
-        } else {
-            let script = own.script.as_deref().unwrap_or(Path::new(""));
-            let (script, _) = worker_script(script).with_context(context)?;
-            let user = worker_user(own.user.as_deref()).with_context(context)?;
-            let mut config = own.pool_config(&script, user);
-            config.name = Some(section.name.clone());
-            config.document_root = document_root(own.root.as_deref()).with_context(context)?;
-            PoolKind::Workers(Box::new(config))
-        };
-        pools.push(PoolSetup {
-            name: section.name.clone(),
-            hosts: section.hosts(),
-            prefixes: section.path.clone(),
-            kind,
-            request_timeout: own.request_timeout.nonzero(),
-        });
-    }
+    let pools = resolve_pools(&options)?;
     let tls = match (&options.tls_cert, &options.tls_key) {
         (Some(cert), Some(key)) => Some(hearth_http::TlsConfig::from_pem_files(cert, key)?),
         // `validate()` has refused one without the other.
